@@ -1,0 +1,132 @@
+"""The watchdog: one per client and process (event loop), renewing every lock held through it.
+
+It wakes when the next renewal is due, renews everything due in one renew.lua call, marks the
+locks it finds gone as lost (calling their ``on_lost``), and exits once nothing has been left to
+renew for ``linger`` seconds, so no thread or task outlives the locks it serves for long.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import redis.asyncio
+from redis.exceptions import RedisError
+
+from .._core.lease import Holding
+from .._core.renewals import RenewSchedule
+from .._core.scripts import RENEW
+from .._synchronization import AsyncBackground, AsyncEvent
+from .client import run_script
+
+__all__ = ["AsyncRenewer"]
+
+RETRY = 0.5
+"""Seconds before a renewal that failed (Redis error) is tried again."""
+
+
+class AsyncRenewer:
+    """Renews the holdings added to it until they are released, lost or dropped."""
+
+    def __init__(self, client: redis.asyncio.Redis, *, linger: float = 1.0) -> None:
+        self._client = client
+        self._linger = linger
+        self._schedule = RenewSchedule()
+        self._guard = threading.Lock()
+        self._wake = AsyncEvent()
+        self._worker: AsyncBackground | None = None
+        self._sleep_until = 0.0
+
+    @property
+    def running(self) -> bool:
+        """Whether the background worker exists now."""
+        return self._worker is not None
+
+    def add(self, holding: Holding) -> None:
+        """Start renewing ``holding`` (acquired just now)."""
+        with self._guard:
+            now = time.monotonic()
+            self._schedule.add(holding, now)
+            if self._worker is None:
+                self._worker = AsyncBackground(self._run, name="redlease-renewer")
+            elif now + holding.ttl_ms / 3000 < self._sleep_until:
+                self._wake.set()
+
+    def release(self, holding: Holding) -> bool:
+        """Stop renewing ``holding`` and mark it released, before the release is sent.
+
+        Returns False if the watchdog had already found it lost. A renewal already on its way
+        cannot extend the lock after the release: renew.lua compares the token first.
+        """
+        with self._guard:
+            self._schedule.discard(holding)
+            if not self._schedule:
+                self._wake.set()  # nothing left: let the worker start its linger now
+            lost = holding.lost
+            holding.released = True
+            return not lost
+
+    async def _run(self) -> None:
+        idle_since: float | None = None
+        while True:
+            callbacks: list[Callable[[], object] | None] = []
+            with self._guard:
+                now = time.monotonic()
+                for holding in self._schedule.expired(now):
+                    callbacks.append(holding.mark_lost())
+                due = self._schedule.take_due(now)
+                next_due = self._schedule.next_due()
+                if due or next_due is not None:
+                    idle_since = None
+                    sleep = 0.0 if due else max(0.0, next_due - now)  # type: ignore[operator]
+                else:
+                    idle_since = now if idle_since is None else idle_since
+                    sleep = self._linger - (now - idle_since)
+                    if sleep <= 0:
+                        self._worker = None
+                        return
+                self._sleep_until = now + sleep
+            _run_lost(callbacks)
+            if due:
+                await self._renew(due)
+            else:
+                await self._wake.wait(sleep)
+                self._wake.clear()
+
+    async def _renew(self, due: list[Holding]) -> None:
+        keys = [h.key for h in due]
+        args: list[object] = []
+        for h in due:
+            args += [h.token, h.ttl_ms]
+        sent = time.monotonic()
+        try:
+            renewed = await run_script(self._client, RENEW, keys, args)
+        except RedisError:
+            with self._guard:  # keep trying until the lease is surely over (see expired())
+                for h in due:
+                    self._schedule.add(h, sent, delay=min(RETRY, h.ttl_ms / 3000))
+            return
+        callbacks: list[Callable[[], object] | None] = []
+        with self._guard:
+            for h, ok in zip(due, renewed):
+                if not h.active:
+                    continue  # released while the renewal was on its way
+                if int(ok):
+                    h.extended(sent, h.ttl_ms)
+                    self._schedule.add(h, sent)
+                else:
+                    self._schedule.discard(h)
+                    callbacks.append(h.mark_lost())
+        _run_lost(callbacks)
+
+
+def _run_lost(callbacks: list[Callable[[], object] | None]) -> None:
+    """Run the ``on_lost`` callbacks of lost holdings; their errors must not stop the watchdog."""
+    for callback in callbacks:
+        if callback is not None:
+            try:
+                callback()
+            except Exception:
+                logging.getLogger("redlease").exception("on_lost callback failed")

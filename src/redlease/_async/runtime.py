@@ -1,0 +1,50 @@
+"""What one client shares within one process (or event loop): watchdog, waiter hub, holdings.
+
+The runtime hangs off the client object itself, so it lives exactly as long as the client and
+needs no global registry. A forked child (sync) or another event loop (asyncio) gets its own.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+import redis.asyncio
+
+from .._core.lease import Holding
+from .._synchronization import AsyncBackground
+from .hub import AsyncHub
+from .renewer import AsyncRenewer
+
+__all__ = ["AsyncRuntime", "runtime_for"]
+
+_ATTRIBUTE = "_redlease_runtime"
+_guard = threading.Lock()
+
+
+class AsyncRuntime:
+    """The watchdog, the waiter hub and the holdings of one client in one scope."""
+
+    def __init__(self, client: redis.asyncio.Redis) -> None:
+        self.scope = AsyncBackground.scope()
+        self.renewer = AsyncRenewer(client)
+        self.hub = AsyncHub(client)
+        # Lock key -> the holding of this process: for RLock re-entry and self-deadlock checks.
+        self.holdings: weakref.WeakValueDictionary[bytes, Holding] = (
+            weakref.WeakValueDictionary()
+        )
+
+
+def runtime_for(client: redis.asyncio.Redis) -> AsyncRuntime:
+    """The runtime of ``client`` in the current scope, created on first use."""
+    runtime: Any = getattr(client, _ATTRIBUTE, None)
+    scope = AsyncBackground.scope()
+    if isinstance(runtime, AsyncRuntime) and runtime.scope == scope:
+        return runtime
+    with _guard:
+        runtime = getattr(client, _ATTRIBUTE, None)
+        if not (isinstance(runtime, AsyncRuntime) and runtime.scope == scope):
+            runtime = AsyncRuntime(client)
+            setattr(client, _ATTRIBUTE, runtime)
+        return runtime

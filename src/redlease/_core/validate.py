@@ -1,0 +1,78 @@
+"""Argument checks, done before anything is sent to Redis.
+
+Each check raises ``TypeError`` (wrong kind) or ``ValueError`` (wrong value) with a message
+that names the argument, and returns the value in the form the rest of the code uses.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["MAX_TTL", "name", "prefix", "timeout", "ttl_ms", "window_ms"]
+
+MAX_TTL = 30 * 24 * 3600.0
+"""The longest lease accepted, in seconds (30 days): a longer one is almost surely a unit mistake."""
+
+
+def _number(value: Any, arg: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{arg} must be a number of seconds, got {type(value).__name__}")
+    number = float(value)
+    if math.isnan(number):
+        raise ValueError(f"{arg} must be a number of seconds, got NaN")
+    return number
+
+
+def ttl_ms(value: Any, arg: str = "ttl") -> int:
+    """A lease in seconds (``0 < ttl <= 30 days``, finite), returned in whole milliseconds."""
+    seconds = _number(value, arg)
+    if seconds <= 0:
+        raise ValueError(f"{arg} must be > 0 seconds, got {value!r}")
+    if seconds > MAX_TTL:
+        raise ValueError(f"{arg} must be at most 30 days ({MAX_TTL:.0f} s), got {value!r}")
+    return max(1, round(seconds * 1000))
+
+
+def window_ms(value: Any, arg: str = "handoff") -> int:
+    """A hand-off window in seconds (``0 < value <= 60``), returned in whole milliseconds."""
+    seconds = _number(value, arg)
+    if not 0 < seconds <= 60:
+        raise ValueError(f"{arg} must be > 0 and at most 60 seconds, got {value!r}")
+    return max(1, round(seconds * 1000))
+
+
+def timeout(value: Any, arg: str = "timeout") -> float | None:
+    """A wait limit in seconds: ``None`` or ``-1`` wait forever, ``0`` tries once."""
+    if value is None:
+        return None
+    seconds = _number(value, arg)
+    if seconds == -1:
+        return None
+    if seconds < 0:
+        raise ValueError(f"{arg} must be >= 0 seconds, or None / -1 to wait forever, got {value!r}")
+    if math.isinf(seconds):
+        return None
+    return seconds
+
+
+def name(value: Any, arg: str = "name") -> bytes:
+    """A primitive's name: a non-empty ``str`` or ``bytes``, returned as bytes."""
+    if isinstance(value, str):
+        value = value.encode()
+    elif not isinstance(value, (bytes, bytearray)):
+        raise TypeError(f"{arg} must be str or bytes, got {type(value).__name__}")
+    if not value:
+        raise ValueError(f"{arg} must not be empty")
+    return bytes(value)
+
+
+def prefix(value: Any, arg: str = "prefix") -> str:
+    """A key prefix: a non-empty ``str`` with no white space and no braces."""
+    if not isinstance(value, str):
+        raise TypeError(f"{arg} must be str, got {type(value).__name__}")
+    if not value:
+        raise ValueError(f"{arg} must not be empty")
+    if any(c.isspace() for c in value) or "{" in value or "}" in value:
+        raise ValueError(f"{arg} must not contain white space or braces, got {value!r}")
+    return value

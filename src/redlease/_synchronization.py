@@ -1,0 +1,184 @@
+"""The few concurrency primitives whose sync and asyncio forms differ, side by side.
+
+Code in ``_async/`` uses the ``Async*`` names; ``scripts/unasync.py`` rewrites them to the plain
+names for ``_sync/``. Each pair has the same methods, so the generated code is the same
+algorithm with threads where the original has tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any
+
+__all__ = [
+    "AsyncBackground",
+    "AsyncEvent",
+    "AsyncMutex",
+    "AsyncShield",
+    "Background",
+    "Event",
+    "Mutex",
+    "Shield",
+]
+
+
+class AsyncEvent:
+    """An event a task waits on, with a timeout."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    async def wait(self, timeout: float | None) -> bool:
+        """Wait until set or ``timeout`` seconds passed (``None``: no limit); True if set."""
+        if self._event.is_set():
+            return True
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+
+class Event:
+    """An event a thread waits on, with a timeout."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    def wait(self, timeout: float | None) -> bool:
+        """Wait until set or ``timeout`` seconds passed (``None``: no limit); True if set."""
+        return self._event.wait(timeout)
+
+
+class AsyncMutex:
+    """A process-local mutex for tasks: a lock handle's users queue on it."""
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+
+    async def acquire(self, timeout: float | None) -> bool:
+        """Take the mutex within ``timeout`` seconds (``None``: no limit)."""
+        if timeout is not None and timeout <= 0:
+            if self._lock.locked():
+                return False
+            timeout = None  # free: acquire() will not wait
+        try:
+            await asyncio.wait_for(self._lock.acquire(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    def release(self) -> None:
+        self._lock.release()
+
+
+class Mutex:
+    """A process-local mutex for threads: a lock handle's users queue on it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def acquire(self, timeout: float | None) -> bool:
+        """Take the mutex within ``timeout`` seconds (``None``: no limit)."""
+        if timeout is None:
+            return self._lock.acquire()
+        return self._lock.acquire(timeout=max(timeout, 0.0))
+
+    def release(self) -> None:
+        self._lock.release()
+
+
+class AsyncBackground:
+    """A background task of the running event loop (the watchdog, the waiter hub's reader)."""
+
+    OWNER = "task"
+    """What owns a lock, in error messages."""
+
+    def __init__(self, target: Callable[[], Awaitable[None]], name: str) -> None:
+        async def run() -> None:
+            await target()
+
+        self._task = asyncio.get_running_loop().create_task(run(), name=name)
+
+    @staticmethod
+    def scope() -> Hashable:
+        """What background work is bound to: the running event loop."""
+        return asyncio.get_running_loop()
+
+    @staticmethod
+    def owner() -> Hashable:
+        """Who holds a lock: the current task."""
+        task = asyncio.current_task()
+        if task is None:  # pragma: no cover - redlease.asyncio is always called from a task
+            raise RuntimeError("redlease.asyncio must be used from within an asyncio task")
+        return task
+
+
+class Background:
+    """A background daemon thread (the watchdog, the waiter hub's reader)."""
+
+    OWNER = "thread"
+    """What owns a lock, in error messages."""
+
+    def __init__(self, target: Callable[[], None], name: str) -> None:
+        self._thread = threading.Thread(target=target, name=name, daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def scope() -> Hashable:
+        """What background work is bound to: this process (a forked child starts afresh)."""
+        return os.getpid()
+
+    @staticmethod
+    def owner() -> Hashable:
+        """Who holds a lock: the current thread."""
+        return threading.current_thread()
+
+
+_cleanups: set[asyncio.Task[Any]] = set()
+
+
+class AsyncShield:
+    """Best-effort clean-up that survives the cancellation of the task that started it."""
+
+    @staticmethod
+    async def cleanup(action: Callable[[], Awaitable[Any]]) -> None:
+        """Run ``action``, ignoring its errors; if we are cancelled, it finishes on its own."""
+
+        async def run() -> None:
+            try:
+                await action()
+            except Exception:  # noqa: S110 - best effort: the lease expires anyway
+                pass
+
+        task = asyncio.get_running_loop().create_task(run())
+        _cleanups.add(task)
+        task.add_done_callback(_cleanups.discard)
+        await asyncio.shield(task)
+
+
+class Shield:
+    """Best-effort clean-up (threads are not cancelled: this just runs it)."""
+
+    @staticmethod
+    def cleanup(action: Callable[[], Any]) -> None:
+        """Run ``action``, ignoring its errors."""
+        try:
+            action()
+        except Exception:  # noqa: S110 - best effort: the lease expires anyway
+            pass

@@ -1,0 +1,55 @@
+-- acquire.lua: take the lock if it is free and no other waiter is ahead in the queue.
+--
+-- KEYS[1] lock     STRING  holder's token, PX lease
+-- KEYS[2] fence    STRING  fencing counter (never expires)
+-- KEYS[3] queue    ZSET    waiters, FIFO
+-- KEYS[4] handoff  STRING  reservation for the queue head
+-- ARGV[1] token    this acquisition's random token (>= 128 bits)
+-- ARGV[2] lease    lease in ms (integer > 0)
+-- ARGV[3] join     "1": if refused, join the queue (the caller is subscribed); "0": don't
+-- ARGV[4] window   ms a reserved queue head has to claim the free lock
+-- ARGV[5] channel  the lock's pub/sub channel
+-- Returns {1, fence}  acquired; fence = the new fencing token (strictly increasing per name)
+--         {0, pttl}   held by someone else; pttl = ms left on its lease (-1: it has no expiry)
+--         {2, ms}     free, but reserved for the queue head for ms more
+local lock, fence, queue, handoff = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local token, lease, window, channel = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4]), ARGV[5]
+local join = ARGV[3] == '1'
+
+local function refuse(status, ms)
+  if join then
+    redis.call('ZADD', queue, 'NX', now_us(), token)
+    -- Live waiters retry at least once per lease; an abandoned queue disappears by itself.
+    local keep = 3 * math.max(lease, ms) + 10 * window
+    if redis.call('PTTL', queue) < keep then redis.call('PEXPIRE', queue, keep) end
+  end
+  return {status, ms}
+end
+
+local pttl = redis.call('PTTL', lock)
+if pttl ~= -2 then return refuse(0, pttl) end
+
+-- The lock is free. Only the queue head may take it; skip a head whose turn ran out.
+local head = redis.call('ZRANGE', queue, 0, 0)[1]
+if head and head ~= token then
+  local holder, deadline = reservation(handoff)
+  if holder == head then
+    local left = deadline - math.floor(now_us() / 1000)
+    if left > 0 then return refuse(2, left) end
+    redis.call('ZREM', queue, head)   -- it missed its turn (crashed, or too slow): skip it
+    redis.call('DEL', handoff)
+    head = redis.call('ZRANGE', queue, 0, 0)[1]
+  end
+  if head and head ~= token then
+    reserve(handoff, channel, head, window)  -- e.g. the lease ran out with no release
+    return refuse(2, window)
+  end
+end
+
+redis.call('SET', lock, token, 'PX', lease)
+if head then  -- we were the queue head
+  redis.call('ZREM', queue, token)
+  redis.call('DEL', handoff)
+  redis.call('PUBLISH', channel, 'T' .. lease)
+end
+return {1, redis.call('INCR', fence)}
