@@ -8,6 +8,7 @@ algorithm with threads where the original has tasks.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 from collections.abc import Awaitable, Callable, Hashable
@@ -161,10 +162,8 @@ class AsyncShield:
         """Run ``action``, ignoring its errors; if we are cancelled, it finishes on its own."""
 
         async def run() -> None:
-            try:
+            with contextlib.suppress(Exception):  # best effort: the lease expires anyway
                 await action()
-            except Exception:  # noqa: S110 - best effort: the lease expires anyway
-                pass
 
         task = asyncio.get_running_loop().create_task(run())
         _cleanups.add(task)
@@ -178,7 +177,5 @@ class Shield:
     @staticmethod
     def cleanup(action: Callable[[], Any]) -> None:
         """Run ``action``, ignoring its errors."""
-        try:
+        with contextlib.suppress(Exception):  # best effort: the lease expires anyway
             action()
-        except Exception:  # noqa: S110 - best effort: the lease expires anyway
-            pass

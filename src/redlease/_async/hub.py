@@ -9,6 +9,7 @@ every waiter is woken to try again (messages may have been lost) and the next jo
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Any
@@ -32,7 +33,7 @@ class AsyncHub:
     def __init__(
         self, client: redis.asyncio.Redis, *, linger: float = 1.0, confirm_timeout: float = 5.0
     ) -> None:
-        self._client = client
+        self._client: Any = client
         self._linger = linger
         self._confirm_timeout = confirm_timeout
         self._table = WaiterTable()
@@ -161,10 +162,8 @@ def _signal(waiters: list[Waiter]) -> None:
 
 
 async def _close(pubsub: Any) -> None:
-    try:
+    with contextlib.suppress(RedisError, OSError):
         await pubsub.aclose()
-    except (RedisError, OSError):
-        pass
 
 
 def _bytes(value: bytes | str) -> bytes:

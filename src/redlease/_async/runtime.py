@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any
 
 import redis.asyncio
 
@@ -38,13 +37,14 @@ class AsyncRuntime:
 
 def runtime_for(client: redis.asyncio.Redis) -> AsyncRuntime:
     """The runtime of ``client`` in the current scope, created on first use."""
-    runtime: Any = getattr(client, _ATTRIBUTE, None)
     scope = AsyncBackground.scope()
+    runtime = getattr(client, _ATTRIBUTE, None)
     if isinstance(runtime, AsyncRuntime) and runtime.scope == scope:
         return runtime
     with _guard:
         runtime = getattr(client, _ATTRIBUTE, None)
-        if not (isinstance(runtime, AsyncRuntime) and runtime.scope == scope):
-            runtime = AsyncRuntime(client)
-            setattr(client, _ATTRIBUTE, runtime)
-        return runtime
+        if isinstance(runtime, AsyncRuntime) and runtime.scope == scope:
+            return runtime
+        fresh = AsyncRuntime(client)
+        setattr(client, _ATTRIBUTE, fresh)
+        return fresh

@@ -20,18 +20,18 @@ class Script:
     """A Lua script: its name, source and SHA1 (the EVALSHA handle)."""
 
     name: str
-    source: bytes
+    source: str
     sha: str
 
 
-def _read(filename: str) -> bytes:
-    return resources.files("redlease").joinpath("lua", filename).read_bytes()
+def _read(filename: str) -> str:
+    return resources.files("redlease").joinpath("lua").joinpath(filename).read_text()
 
 
 def load(name: str, *, prelude: tuple[str, ...] = ()) -> Script:
     """Load ``lua/<name>.lua``, preceded by the ``prelude`` files, as a :class:`Script`."""
-    source = b"\n".join([*(_read(p + ".lua") for p in prelude), _read(name + ".lua")])
-    return Script(name=name, source=source, sha=hashlib.sha1(source).hexdigest())
+    source = "\n".join([*(_read(p + ".lua") for p in prelude), _read(name + ".lua")])
+    return Script(name=name, source=source, sha=hashlib.sha1(source.encode()).hexdigest())
 
 
 _LOCK_LIB = ("lock_lib",)

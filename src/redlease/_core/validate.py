@@ -12,7 +12,7 @@ from typing import Any
 __all__ = ["MAX_TTL", "name", "prefix", "timeout", "ttl_ms", "window_ms"]
 
 MAX_TTL = 30 * 24 * 3600.0
-"""The longest lease accepted, in seconds (30 days): a longer one is almost surely a unit mistake."""
+"""The longest lease accepted, in seconds (30 days): longer is almost surely a unit mistake."""
 
 
 def _number(value: Any, arg: str) -> float:

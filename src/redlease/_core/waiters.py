@@ -22,9 +22,9 @@ A lost message costs at most the remaining lease, never a hang.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 __all__ = ["Action", "Waiter", "WaiterTable"]
 
@@ -46,7 +46,7 @@ class Waiter:
 
     channel: bytes
     token: bytes
-    event: Hashable
+    event: Any
     woken: bool = False
 
 
@@ -69,7 +69,7 @@ class WaiterTable:
         self._channels: dict[bytes, _Channel] = {}
 
     # -- membership -------------------------------------------------------------------------
-    def add(self, channel: bytes, token: bytes, event: Hashable) -> tuple[Waiter, bool]:
+    def add(self, channel: bytes, token: bytes, event: Any) -> tuple[Waiter, bool]:
         """Register a waiter; returns it and whether the channel must be subscribed to."""
         state = self._channels.get(channel)
         fresh = state is None

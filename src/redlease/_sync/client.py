@@ -30,7 +30,8 @@ def run_script(
     client: redis.Redis, script: Script, keys: Sequence[bytes], args: Sequence[Any]
 ) -> Any:
     """EVALSHA ``script``; if the server lost its script cache (NOSCRIPT), EVAL it once."""
+    redis_: Any = client  # redis-py's sync and asyncio stubs differ; the calls do not
     try:
-        return client.evalsha(script.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
+        return redis_.evalsha(script.sha, len(keys), *keys, *args)
     except NoScriptError:
-        return client.eval(script.source, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
+        return redis_.eval(script.source, len(keys), *keys, *args)

@@ -10,6 +10,7 @@ every waiter is woken to try again (messages may have been lost) and the next jo
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Any
@@ -33,7 +34,7 @@ class Hub:
     def __init__(
         self, client: redis.Redis, *, linger: float = 1.0, confirm_timeout: float = 5.0
     ) -> None:
-        self._client = client
+        self._client: Any = client
         self._linger = linger
         self._confirm_timeout = confirm_timeout
         self._table = WaiterTable()
@@ -162,10 +163,8 @@ def _signal(waiters: list[Waiter]) -> None:
 
 
 def _close(pubsub: Any) -> None:
-    try:
+    with contextlib.suppress(RedisError, OSError):
         pubsub.close()
-    except (RedisError, OSError):
-        pass
 
 
 def _bytes(value: bytes | str) -> bytes:

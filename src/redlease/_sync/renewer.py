@@ -111,7 +111,7 @@ class Renewer:
             return
         callbacks: list[Callable[[], object] | None] = []
         with self._guard:
-            for h, ok in zip(due, renewed):
+            for h, ok in zip(due, renewed, strict=True):
                 if not h.active:
                     continue  # released while the renewal was on its way
                 if int(ok):

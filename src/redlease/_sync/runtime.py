@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any
 
 import redis
 
@@ -39,13 +38,14 @@ class Runtime:
 
 def runtime_for(client: redis.Redis) -> Runtime:
     """The runtime of ``client`` in the current scope, created on first use."""
-    runtime: Any = getattr(client, _ATTRIBUTE, None)
     scope = Background.scope()
+    runtime = getattr(client, _ATTRIBUTE, None)
     if isinstance(runtime, Runtime) and runtime.scope == scope:
         return runtime
     with _guard:
         runtime = getattr(client, _ATTRIBUTE, None)
-        if not (isinstance(runtime, Runtime) and runtime.scope == scope):
-            runtime = Runtime(client)
-            setattr(client, _ATTRIBUTE, runtime)
-        return runtime
+        if isinstance(runtime, Runtime) and runtime.scope == scope:
+            return runtime
+        fresh = Runtime(client)
+        setattr(client, _ATTRIBUTE, fresh)
+        return fresh
