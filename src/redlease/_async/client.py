@@ -1,4 +1,11 @@
-"""The narrow interface to Redis: check the client's kind, run a script by EVALSHA."""
+"""The narrow interface to Redis: check the client's kind, and run a script once.
+
+redlease does not send its scripts through your client's command path: redis-py 8 retries a
+failed call several times with backoff (seconds against a dead server), and a lock must fail
+within the caller's timeout plus one socket timeout. It uses a small pool of its own, built
+from your client's connection class and settings (host, TLS, auth, Sentinel, timeouts) with
+client-side retries turned off, and runs each script with one EVALSHA on one connection.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +13,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis.asyncio
-from redis.exceptions import NoScriptError
+from redis.backoff import NoBackoff
+from redis.exceptions import NoScriptError, ResponseError
 
 from .._core.scripts import Script
 
-__all__ = ["check_client", "run_script"]
+__all__ = ["check_client", "private_pool", "run_script"]
 
 EXPECTED = redis.asyncio.Redis
 
@@ -25,12 +33,32 @@ def check_client(client: Any, arg: str = "client") -> None:
         )
 
 
-async def run_script(
-    client: redis.asyncio.Redis, script: Script, keys: Sequence[bytes], args: Sequence[Any]
-) -> Any:
-    """EVALSHA ``script``; if the server lost its script cache (NOSCRIPT), EVAL it once."""
-    redis_: Any = client  # redis-py's sync and asyncio stubs differ; the calls do not
+def private_pool(client: redis.asyncio.Redis) -> Any:
+    """A pool like ``client``'s, but whose connections never retry on their own."""
+    pool: Any = client.connection_pool
+    kwargs = dict(pool.connection_kwargs)
+    kwargs["retry"] = redis.asyncio.retry.Retry(NoBackoff(), 0)
+    return redis.asyncio.ConnectionPool(connection_class=pool.connection_class, **kwargs)
+
+
+async def run_script(pool: Any, script: Script, keys: Sequence[bytes], args: Sequence[Any]) -> Any:
+    """EVALSHA ``script`` once; if the server lost its script cache (NOSCRIPT), EVAL it.
+
+    Raises redis-py's exceptions. A connection whose reply may still be on its way (timeout,
+    cancellation) is closed, never handed to the next caller.
+    """
+    conn = await pool.get_connection()
     try:
-        return await redis_.evalsha(script.sha, len(keys), *keys, *args)
-    except NoScriptError:
-        return await redis_.eval(script.source, len(keys), *keys, *args)
+        try:
+            await conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            return await conn.read_response()
+        except NoScriptError:
+            await conn.send_command("EVAL", script.source, len(keys), *keys, *args)
+            return await conn.read_response()
+    except ResponseError:
+        raise  # a complete error reply: the connection is in sync
+    except BaseException:
+        await conn.disconnect()
+        raise
+    finally:
+        await pool.release(conn)

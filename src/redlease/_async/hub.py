@@ -116,7 +116,7 @@ class AsyncHub:
         while True:
             try:
                 message = await pubsub.get_message(timeout=TICK)
-            except (RedisError, OSError, RuntimeError):
+            except Exception:  # broken, or closed under us (the client was closed): start over
                 with self._guard:
                     woken = self._table.on_disconnect()
                     if self._pubsub is pubsub:

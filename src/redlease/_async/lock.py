@@ -152,6 +152,8 @@ class AsyncLock:
         owner = AsyncBackground.owner()
         runtime = runtime_for(self._client)
         current = runtime.holdings.get(self._keys.lock)
+        if current is not None and current.expires_at <= time.monotonic():
+            current.lost = True  # its lease surely ran out (no watchdog): not held any more
         if current is not None and current.owner is owner and current.active:
             if self._reentrant and current.reentrant:
                 return await self._reenter(current)
@@ -355,7 +357,7 @@ class AsyncLock:
 
     # -- plumbing ---------------------------------------------------------------------------
     async def _run(self, script: Script, keys_args: tuple[list[bytes], list[Any]]) -> Any:
-        return await run_script(self._client, script, *keys_args)
+        return await run_script(runtime_for(self._client).pool, script, *keys_args)
 
     async def _inspect(self, token: bytes) -> tuple[int, int, int, int]:
         keys = self._keys

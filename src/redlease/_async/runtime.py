@@ -13,6 +13,7 @@ import redis.asyncio
 
 from .._core.lease import Holding
 from .._synchronization import AsyncBackground
+from .client import private_pool
 from .hub import AsyncHub
 from .renewer import AsyncRenewer
 
@@ -23,11 +24,12 @@ _guard = threading.Lock()
 
 
 class AsyncRuntime:
-    """The watchdog, the waiter hub and the holdings of one client in one scope."""
+    """The script pool, the watchdog, the waiter hub and the holdings of one client."""
 
     def __init__(self, client: redis.asyncio.Redis) -> None:
         self.scope = AsyncBackground.scope()
-        self.renewer = AsyncRenewer(client)
+        self.pool = private_pool(client)  # scripts run here: one try each, no hidden retries
+        self.renewer = AsyncRenewer(self.pool)
         self.hub = AsyncHub(client)
         # Lock key -> the holding of this process: for RLock re-entry and self-deadlock checks.
         self.holdings: weakref.WeakValueDictionary[bytes, Holding] = (

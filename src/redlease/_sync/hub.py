@@ -117,7 +117,7 @@ class Hub:
         while True:
             try:
                 message = pubsub.get_message(timeout=TICK)
-            except (RedisError, OSError, RuntimeError):
+            except Exception:  # broken, or closed under us (the client was closed): start over
                 with self._guard:
                     woken = self._table.on_disconnect()
                     if self._pubsub is pubsub:

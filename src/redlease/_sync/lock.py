@@ -153,6 +153,8 @@ class Lock:
         owner = Background.owner()
         runtime = runtime_for(self._client)
         current = runtime.holdings.get(self._keys.lock)
+        if current is not None and current.expires_at <= time.monotonic():
+            current.lost = True  # its lease surely ran out (no watchdog): not held any more
         if current is not None and current.owner is owner and current.active:
             if self._reentrant and current.reentrant:
                 return self._reenter(current)
@@ -356,7 +358,7 @@ class Lock:
 
     # -- plumbing ---------------------------------------------------------------------------
     def _run(self, script: Script, keys_args: tuple[list[bytes], list[Any]]) -> Any:
-        return run_script(self._client, script, *keys_args)
+        return run_script(runtime_for(self._client).pool, script, *keys_args)
 
     def _inspect(self, token: bytes) -> tuple[int, int, int, int]:
         keys = self._keys

@@ -13,7 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 
-import redis
+from typing import Any
+
 from redis.exceptions import RedisError
 
 from .._core.lease import Holding
@@ -31,8 +32,8 @@ RETRY = 0.5
 class Renewer:
     """Renews the holdings added to it until they are released, lost or dropped."""
 
-    def __init__(self, client: redis.Redis, *, linger: float = 1.0) -> None:
-        self._client = client
+    def __init__(self, pool: Any, *, linger: float = 1.0) -> None:
+        self._pool = pool
         self._linger = linger
         self._schedule = RenewSchedule()
         self._guard = threading.Lock()
@@ -103,7 +104,7 @@ class Renewer:
             args += [h.token, h.ttl_ms]
         sent = time.monotonic()
         try:
-            renewed = run_script(self._client, RENEW, keys, args)
+            renewed = run_script(self._pool, RENEW, keys, args)
         except RedisError:
             with self._guard:  # keep trying until the lease is surely over (see expired())
                 for h in due:

@@ -14,6 +14,7 @@ import redis
 
 from .._core.lease import Holding
 from .._synchronization import Background
+from .client import private_pool
 from .hub import Hub
 from .renewer import Renewer
 
@@ -24,11 +25,12 @@ _guard = threading.Lock()
 
 
 class Runtime:
-    """The watchdog, the waiter hub and the holdings of one client in one scope."""
+    """The script pool, the watchdog, the waiter hub and the holdings of one client."""
 
     def __init__(self, client: redis.Redis) -> None:
         self.scope = Background.scope()
-        self.renewer = Renewer(client)
+        self.pool = private_pool(client)  # scripts run here: one try each, no hidden retries
+        self.renewer = Renewer(self.pool)
         self.hub = Hub(client)
         # Lock key -> the holding of this process: for RLock re-entry and self-deadlock checks.
         self.holdings: weakref.WeakValueDictionary[bytes, Holding] = (
