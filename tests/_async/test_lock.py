@@ -1,0 +1,563 @@
+"""Lock and RLock against a real server (asyncio; tests/_sync/test_lock.py is generated)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import redis.asyncio
+from redis.exceptions import ConnectionError, TimeoutError
+
+import redlease.asyncio as redlease
+from redlease._core.keys import LockKeys
+from tests.support import AsyncTasks
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def keys(name: str) -> LockKeys:
+    return LockKeys.build("redlease", name.encode())
+
+
+async def wait_until(predicate: Any, limit: float = 10.0) -> bool:
+    """Poll ``predicate`` (bounded) until true; returns its last value."""
+    for _ in range(int(limit / 0.02)):
+        if await predicate():
+            return True
+        await AsyncTasks.sleep(0.02)
+    return bool(await predicate())
+
+
+# -- the basics -----------------------------------------------------------------------------
+async def test_acquire_release_and_state(async_client: redis.asyncio.Redis) -> None:
+    lock = redlease.Lock(async_client, "orders:42", ttl=10.0)
+    assert lock.fence is None
+    assert await lock.remaining() is None
+    assert not await lock.owned()
+    assert not await lock.locked()
+
+    assert await lock.acquire()
+    assert lock.fence == 1
+    assert await lock.owned()
+    assert await lock.locked()
+    remaining = await lock.remaining()
+    assert remaining is not None and 0 < remaining <= 10.0
+    assert await async_client.get(keys("orders:42").lock) is not None
+
+    await lock.release()
+    assert lock.fence is None
+    assert not await lock.locked()
+    assert await async_client.exists(keys("orders:42").lock) == 0
+
+
+async def test_context_manager_and_not_acquired(async_client: redis.asyncio.Redis) -> None:
+    holder = redlease.Lock(async_client, "ctx")
+    async with holder as held:
+        assert held is holder
+        assert holder.fence == 1
+        other = redlease.Lock(async_client, "ctx", timeout=0.1)
+
+        async def enter() -> None:
+            async with other:
+                raise AssertionError("entered a held lock")  # pragma: no cover
+
+        with pytest.raises(redlease.NotAcquired, match="ctx"):
+            await AsyncTasks.run(enter)
+    assert not await holder.locked()
+
+
+async def test_non_blocking_and_zero_timeout_try_once(async_client: redis.asyncio.Redis) -> None:
+    holder = redlease.Lock(async_client, "once")
+    assert await holder.acquire()
+    other = redlease.Lock(async_client, "once")
+    assert await AsyncTasks.run(lambda: other.acquire(blocking=False)) is False
+    assert await AsyncTasks.run(lambda: other.acquire(timeout=0)) is False
+    assert await AsyncTasks.run(lambda: other.acquire(timeout=0.05)) is False
+    # a try that gave up leaves nothing queued
+    assert await async_client.zcard(keys("once").queue) == 0
+    await holder.release()
+    assert await other.acquire(blocking=False)
+    await other.release()
+
+
+async def test_release_twice_and_extend_unheld_raise_not_owned(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    lock = redlease.Lock(async_client, "twice")
+    with pytest.raises(redlease.LockNotOwned, match="does not hold"):
+        await lock.release()
+    with pytest.raises(redlease.LockNotOwned, match="does not hold"):
+        await lock.extend()
+    await lock.acquire()
+    await lock.release()
+    with pytest.raises(redlease.LockNotOwned) as info:
+        await lock.release()
+    assert not isinstance(info.value, redlease.LockLost)
+
+
+async def test_only_the_acquiring_owner_may_release(async_client: redis.asyncio.Redis) -> None:
+    lock = redlease.Lock(async_client, "mine")
+    await lock.acquire()
+    with pytest.raises(redlease.LockNotOwned, match="held by another"):
+        await AsyncTasks.run(lock.release)
+    assert await lock.owned()
+    await lock.release()
+
+
+async def test_shared_handle_queues_locally_one_token_each(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    lock = redlease.Lock(async_client, "shared", ttl=5.0)
+    seen: list[int] = []
+    inside = 0
+
+    async def worker() -> None:
+        nonlocal inside
+        for _ in range(10):
+            async with lock:
+                inside += 1
+                assert inside == 1
+                seen.append(lock.fence or 0)
+                await AsyncTasks.sleep(0)
+                inside -= 1
+
+    await AsyncTasks.gather(worker, worker, worker)
+    assert seen == sorted(seen) and len(set(seen)) == 30
+
+
+async def test_acquiring_again_from_the_holder_raises(async_client: redis.asyncio.Redis) -> None:
+    lock = redlease.Lock(async_client, "self")
+    await lock.acquire()
+    with pytest.raises(RuntimeError, match="RLock"):
+        await lock.acquire()
+    with pytest.raises(RuntimeError, match="RLock"):
+        await redlease.Lock(async_client, "self").acquire(timeout=1)
+    await lock.release()
+
+
+async def test_extend_sets_the_remaining_lease(async_client: redis.asyncio.Redis) -> None:
+    lock = redlease.Lock(async_client, "extend", ttl=2.0, renew=False)
+    await lock.acquire()
+    await lock.extend(30.0)
+    remaining = await lock.remaining()
+    assert remaining is not None and 2.0 < remaining <= 30.0
+    await lock.extend(1.0)  # sets, does not add
+    remaining = await lock.remaining()
+    assert remaining is not None and remaining <= 1.0
+    await lock.extend()
+    remaining = await lock.remaining()
+    assert remaining is not None and 1.0 < remaining <= 2.0
+    await lock.release()
+
+
+# -- reentrancy -----------------------------------------------------------------------------
+async def test_rlock_reenters_and_releases_at_zero(async_client: redis.asyncio.Redis) -> None:
+    lock = redlease.RLock(async_client, "re")
+    async with lock:
+        fence = lock.fence
+        async with lock:
+            async with redlease.RLock(async_client, "re") as other:  # another object, same name
+                assert other.fence == fence
+            assert await lock.locked()
+        assert await lock.owned()
+    assert not await lock.locked()
+    with pytest.raises(redlease.LockNotOwned):
+        await lock.release()
+
+
+async def test_rlock_excludes_other_owners(async_client: redis.asyncio.Redis) -> None:
+    lock = redlease.RLock(async_client, "re2")
+    await lock.acquire()
+    other = redlease.RLock(async_client, "re2")
+    assert await AsyncTasks.run(lambda: other.acquire(timeout=0.05)) is False
+    await lock.release()
+
+
+async def test_rlock_reentry_after_loss_raises_lost(async_client: redis.asyncio.Redis) -> None:
+    lock = redlease.RLock(async_client, "re3", renew=False)
+    await lock.acquire()
+    await async_client.delete(keys("re3").lock)  # the lease "ran out"
+    with pytest.raises(redlease.LockLost):
+        await lock.acquire()
+    with pytest.raises(redlease.LockLost):
+        await lock.release()
+
+
+# -- fencing --------------------------------------------------------------------------------
+async def test_fence_increases_across_holders_and_expiry(async_client: redis.asyncio.Redis) -> None:
+    fences = []
+    for _ in range(3):
+        async with redlease.Lock(async_client, "fence") as lock:
+            fences.append(lock.fence)
+    stale = redlease.Lock(async_client, "fence", ttl=0.1, renew=False)
+    await stale.acquire()
+    fences.append(stale.fence)
+    assert await wait_until(lambda: _free(async_client, "fence"))
+    async with redlease.Lock(async_client, "fence", timeout=5) as taker:
+        fences.append(taker.fence)
+    assert fences == sorted(fences) and len(set(fences)) == len(fences)
+    with pytest.raises(redlease.LockLost, match="lost"):
+        await stale.release()
+    # no redlease operation resets the counter
+    assert int(await async_client.get(keys("fence").fence)) == fences[-1]
+
+
+async def _free(client: redis.asyncio.Redis, name: str) -> bool:
+    return int(await client.exists(keys(name).lock)) == 0
+
+
+async def test_fencing_rejects_a_stale_holder_and_its_twin_does_not(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    """A holder that pauses past its lease writes late: the fence catches it; no fence, no catch."""
+
+    async def fenced_write(value: str, fence: int) -> bool:
+        # The storage side of fencing: accept a write only with a fence >= the highest seen.
+        script = (
+            "local seen = tonumber(redis.call('GET', KEYS[2]) or '0') "
+            "if tonumber(ARGV[2]) < seen then return 0 end "
+            "redis.call('SET', KEYS[2], ARGV[2]) redis.call('SET', KEYS[1], ARGV[1]) return 1"
+        )
+        return bool(await async_client.eval(script, 2, "data", "data:fence", value, fence))
+
+    paused = redlease.Lock(async_client, "store", ttl=0.1, renew=False)
+    await paused.acquire()
+    paused_fence = paused.fence or 0
+    assert await wait_until(lambda: _free(async_client, "store"))  # the "pause" outlives the lease
+    async with redlease.Lock(async_client, "store", timeout=5) as fresh:
+        assert await fenced_write("fresh", fresh.fence or 0)
+    assert not await fenced_write("stale", paused_fence)  # fencing rejects the late write
+    assert await async_client.get("data") == b"fresh"
+    await async_client.set("data", "stale")  # the twin: an unfenced late write corrupts
+    assert await async_client.get("data") == b"stale"
+
+
+# -- the watchdog ---------------------------------------------------------------------------
+async def test_watchdog_keeps_a_lock_through_slow_work(async_client: redis.asyncio.Redis) -> None:
+    lock = redlease.Lock(async_client, "slow", ttl=0.6)
+    await lock.acquire()
+    await AsyncTasks.sleep(2.0)  # more than three leases
+    assert await lock.owned()
+    await lock.release()
+
+
+async def test_without_watchdog_the_lease_runs_out(async_client: redis.asyncio.Redis) -> None:
+    """The twin of the watchdog test: the same work without renewal loses the lock."""
+    lost: list[bool] = []
+    lock = redlease.Lock(
+        async_client, "slow2", ttl=0.3, renew=False, on_lost=lambda: lost.append(1)
+    )
+    await lock.acquire()
+    assert await wait_until(lambda: _free(async_client, "slow2"))
+    assert not await lock.owned()
+    assert await lock.remaining() == 0.0
+    with pytest.raises(redlease.LockLost):
+        await lock.release()
+    assert lost == []  # no watchdog, nobody to notice early
+
+
+async def test_watchdog_reports_a_lost_lock(async_client: redis.asyncio.Redis) -> None:
+    lost: list[int] = []
+    lock = redlease.Lock(async_client, "stolen", ttl=0.6, on_lost=lambda: lost.append(1))
+    await lock.acquire()
+    await async_client.set(keys("stolen").lock, b"someone-else", px=10_000)
+
+    async def noticed() -> bool:
+        return bool(lost)
+
+    assert await wait_until(noticed)
+    with pytest.raises(redlease.LockLost, match="lost before release"):
+        await lock.release()
+    assert await async_client.get(keys("stolen").lock) == b"someone-else"  # not deleted
+    assert lost == [1]
+
+
+async def test_one_renewer_serves_a_thousand_locks(async_client: redis.asyncio.Redis) -> None:
+    locks = [redlease.Lock(async_client, f"many:{i}", ttl=0.9) for i in range(1000)]
+    others = AsyncTasks.names().count("redlease-renewer")  # other clients', winding down
+    for lock in locks:
+        assert await lock.acquire(blocking=False)
+    assert AsyncTasks.names().count("redlease-renewer") <= others + 1
+    before = await _calls(async_client, "evalsha")
+    await AsyncTasks.sleep(1.5)  # every lease renewed at least once
+    renew_calls = await _calls(async_client, "evalsha") - before
+    assert renew_calls < 1000  # batched: far fewer calls than locks
+    pipe = async_client.pipeline()
+    for lock in locks:
+        pipe.pexpire(keys(str(lock.name)).lock, 10_000, xx=True)
+    assert all(await pipe.execute())  # all still held
+    for lock in locks:
+        await lock.release()
+
+
+async def _calls(client: redis.asyncio.Redis, command: str) -> int:
+    stats = await client.info("commandstats")
+    return int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
+
+
+async def test_background_work_ends_with_the_locks(async_client: redis.asyncio.Redis) -> None:
+    holder = redlease.Lock(async_client, "bg", ttl=3)
+    waiter = redlease.Lock(async_client, "bg")
+
+    async def wait_then_release() -> None:
+        assert await wait_until(holder.locked)
+        await waiter.acquire(timeout=10)
+        await waiter.release()
+
+    async def hold_a_while() -> None:
+        await holder.acquire()
+        await AsyncTasks.sleep(0.3)
+        await holder.release()
+
+    await AsyncTasks.gather(wait_then_release, hold_a_while)
+
+    async def quiet() -> bool:
+        names = AsyncTasks.names()
+        return "redlease-renewer" not in names and "redlease-waiters" not in names
+
+    assert await wait_until(quiet)
+
+
+# -- waiting --------------------------------------------------------------------------------
+def hold_until(lock: Any, condition: Any) -> Any:
+    """A task body: acquire ``lock``, wait (bounded) for ``condition``, release."""
+
+    async def run() -> None:
+        await lock.acquire()
+        assert await wait_until(condition)
+        await lock.release()
+
+    return run
+
+
+def queued(client: redis.asyncio.Redis, name: str, n: int) -> Any:
+    async def check() -> bool:
+        return int(await client.zcard(keys(name).queue)) >= n
+
+    return check
+
+
+async def test_waiters_are_served_in_queue_order(async_client: redis.asyncio.Redis) -> None:
+    holder = redlease.Lock(async_client, "fifo")
+    order: list[int] = []
+
+    def waiter(i: int) -> Any:
+        async def run() -> None:
+            assert await wait_until(holder.locked)
+            assert await wait_until(queued(async_client, "fifo", i))  # join in order i
+            async with redlease.Lock(async_client, "fifo", timeout=20):
+                order.append(i)
+
+        return run
+
+    await AsyncTasks.gather(
+        hold_until(holder, queued(async_client, "fifo", 5)), *(waiter(i) for i in range(5))
+    )
+    assert order == [0, 1, 2, 3, 4]
+
+
+async def test_a_dead_queue_head_is_skipped(async_client: redis.asyncio.Redis) -> None:
+    """A waiter that died in the queue costs the others one hand-off window, not a hang."""
+    holder = redlease.Lock(async_client, "dead", handoff=0.05)
+    waiter = redlease.Lock(async_client, "dead", handoff=0.05)
+
+    async def wait() -> bool:
+        assert await wait_until(holder.locked)
+        await async_client.zadd(keys("dead").queue, {b"crashed-waiter": 0})
+        acquired = await waiter.acquire(timeout=10)
+        await waiter.release()
+        return acquired
+
+    results = await AsyncTasks.gather(wait, hold_until(holder, queued(async_client, "dead", 2)))
+    assert results[0] is True
+    assert await async_client.zcard(keys("dead").queue) == 0
+
+
+async def test_a_waiter_gets_the_lock_when_the_lease_ends_without_release(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    crashed = redlease.Lock(async_client, "crash", ttl=0.3, renew=False)
+    await crashed.acquire()  # and never released: as if its process died
+    waiter = redlease.Lock(async_client, "crash")
+
+    async def wait() -> int:
+        assert await waiter.acquire(timeout=10)
+        fence = waiter.fence or 0
+        await waiter.release()
+        return fence
+
+    assert await AsyncTasks.run(wait) > (crashed.fence or 0)
+
+
+async def test_a_blocked_waiter_sends_no_commands(async_client: redis.asyncio.Redis) -> None:
+    holder = redlease.Lock(async_client, "idle", ttl=10)
+    await holder.acquire()
+    waiter = redlease.Lock(async_client, "idle")
+    counted: list[int] = []
+
+    async def wait() -> bool:
+        return await waiter.acquire(timeout=1.5)
+
+    async def count() -> None:
+        await AsyncTasks.sleep(0.4)  # the waiter is queued and asleep by now
+        before = await _processed(async_client)
+        await AsyncTasks.sleep(1.0)
+        counted.append(await _processed(async_client) - before - 1)  # minus our INFO
+
+    results = await AsyncTasks.gather(wait, count)
+    assert results[0] is False
+    assert counted == [0]
+    await holder.release()
+
+
+async def _processed(client: redis.asyncio.Redis) -> int:
+    return int((await client.info("stats"))["total_commands_processed"])
+
+
+# -- bad input ------------------------------------------------------------------------------
+BAD_TTLS = [
+    (0, ValueError, "ttl must be > 0"),
+    (-1, ValueError, "ttl must be > 0"),
+    (math.nan, ValueError, "ttl must be a number of seconds, got NaN"),
+    (math.inf, ValueError, "ttl must be at most 30 days"),
+    (31 * 24 * 3600, ValueError, "ttl must be at most 30 days"),
+    ("10", TypeError, "ttl must be a number of seconds, got str"),
+    (True, TypeError, "ttl must be a number of seconds, got bool"),
+    (None, TypeError, "ttl must be a number of seconds, got NoneType"),
+]
+
+
+@pytest.mark.parametrize(("ttl", "error", "message"), BAD_TTLS)
+async def test_bad_ttl(
+    async_client: redis.asyncio.Redis, ttl: Any, error: Any, message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        redlease.Lock(async_client, "x", ttl=ttl)
+    lock = redlease.Lock(async_client, "x")
+    if ttl is not None:
+        await lock.acquire()
+        with pytest.raises(error, match=message):
+            await lock.extend(ttl)
+        await lock.release()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"timeout": -2}, ValueError, "timeout must be >= 0 seconds, or None / -1"),
+        ({"timeout": math.nan}, ValueError, "timeout must be a number of seconds, got NaN"),
+        ({"timeout": "1"}, TypeError, "timeout must be a number of seconds, got str"),
+        ({"prefix": "my app"}, ValueError, "prefix must not contain white space or braces"),
+        ({"prefix": "a{b}"}, ValueError, "prefix must not contain white space or braces"),
+        ({"prefix": ""}, ValueError, "prefix must not be empty"),
+        ({"prefix": b"x"}, TypeError, "prefix must be str, got bytes"),
+        ({"renew": 1}, TypeError, "renew must be a bool"),
+        ({"on_lost": 3}, TypeError, "on_lost must be callable"),
+        ({"handoff": 0}, ValueError, "handoff must be > 0"),
+    ],
+)
+async def test_bad_options(
+    async_client: redis.asyncio.Redis, kwargs: dict[str, Any], error: Any, message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        redlease.Lock(async_client, "x", **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("name", "error", "message"),
+    [
+        ("", ValueError, "name must not be empty"),
+        (b"", ValueError, "name must not be empty"),
+        (42, TypeError, "name must be str or bytes, got int"),
+        (None, TypeError, "name must be str or bytes, got NoneType"),
+    ],
+)
+async def test_bad_name(
+    async_client: redis.asyncio.Redis, name: Any, error: Any, message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        redlease.Lock(async_client, name)
+
+
+async def test_bad_acquire_arguments(async_client: redis.asyncio.Redis) -> None:
+    lock = redlease.Lock(async_client, "args")
+    with pytest.raises(ValueError, match="timeout must not be given when blocking is False"):
+        await lock.acquire(blocking=False, timeout=1)
+    with pytest.raises(ValueError, match="timeout must be >= 0"):
+        await lock.acquire(timeout=-5)
+    assert await lock.acquire(timeout=-1)  # -1 is "forever", as in threading
+    await lock.release()
+
+
+async def test_client_of_the_wrong_kind_is_refused() -> None:
+    wrong = AsyncTasks.WRONG_CLIENT()
+    with pytest.raises(TypeError, match="client must be a redis"):
+        redlease.Lock(wrong, "x")
+    with pytest.raises(TypeError, match="client must be a redis"):
+        redlease.Lock("redis://localhost", "x")  # type: ignore[arg-type]
+
+
+async def test_bytes_names_work(async_client: redis.asyncio.Redis) -> None:
+    async with redlease.Lock(async_client, b"\xffraw") as lock:
+        assert lock.fence == 1
+        assert await async_client.exists(b"redlease:{\xffraw}:lock") == 1
+
+
+# -- outages --------------------------------------------------------------------------------
+async def test_outage_raises_unavailable_not_false(make_server: Any) -> None:
+    srv = make_server()
+    client = redis.asyncio.Redis(host=srv.host, port=srv.port, socket_timeout=0.5)
+    lock = redlease.Lock(client, "down", timeout=None)  # waiting forever is for contention
+    srv.stop()
+    with pytest.raises(redlease.LockUnavailable, match="could not acquire lock 'down'") as info:
+        await lock.acquire()
+    assert isinstance(info.value.__cause__, (ConnectionError, TimeoutError, OSError))
+    await client.aclose()
+
+
+async def test_release_during_outage_raises_and_lets_go(make_server: Any) -> None:
+    srv = make_server()
+    client = redis.asyncio.Redis(host=srv.host, port=srv.port, socket_timeout=0.5)
+    lock = redlease.Lock(client, "down2", ttl=2.0)
+    await lock.acquire()
+    srv.stop()
+    with pytest.raises(redlease.LockUnavailable) as info:
+        await lock.release()
+    assert info.value.__cause__ is not None
+    assert lock.fence is None  # the handle let go; the lease runs out on its own
+    await client.aclose()
+
+
+async def test_hung_server_raises_unavailable_and_leaves_no_lock(make_server: Any) -> None:
+    srv = make_server()
+    client = redis.asyncio.Redis(host=srv.host, port=srv.port, socket_timeout=0.3)
+    lock = redlease.Lock(client, "hang", ttl=1.0)
+    srv.pause()
+    try:
+        with pytest.raises(redlease.LockUnavailable) as info:
+            await lock.acquire()
+        assert isinstance(info.value.__cause__, (TimeoutError, ConnectionError))
+    finally:
+        srv.resume()
+    check = redis.asyncio.Redis(host=srv.host, port=srv.port)
+    assert await wait_until(lambda: _free(check, "hang"), limit=5.0)  # at most the lease
+    await check.aclose()
+    await client.aclose()
+
+
+async def test_server_restarting_empty_is_reported_lost(make_server: Any) -> None:
+    srv = make_server()
+    client = redis.asyncio.Redis(host=srv.host, port=srv.port, socket_timeout=1.0)
+    lost: list[int] = []
+    lock = redlease.Lock(client, "amnesia", ttl=0.6, on_lost=lambda: lost.append(1))
+    await lock.acquire()
+    srv.restart(empty=True)
+
+    async def noticed() -> bool:
+        return bool(lost)
+
+    assert await wait_until(noticed)
+    with pytest.raises(redlease.LockLost):
+        await lock.release()
+    await client.aclose()

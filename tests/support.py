@@ -1,0 +1,83 @@
+"""Test helpers whose sync and asyncio forms differ, side by side (as in _synchronization).
+
+Tests in ``tests/_async`` use ``AsyncTasks``; the generated ``tests/_sync`` use ``Tasks``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import redis
+import redis.asyncio
+
+T = TypeVar("T")
+
+
+class AsyncTasks:
+    """Run coroutines in other tasks: what owns a lock in redlease.asyncio."""
+
+    WRONG_CLIENT = redis.Redis  # a client the asyncio API must refuse
+
+    @staticmethod
+    async def run(fn: Callable[[], Awaitable[T]]) -> T:
+        """Run ``fn`` in another task and return its result."""
+        return await asyncio.get_running_loop().create_task(fn())  # type: ignore[arg-type]
+
+    @staticmethod
+    async def gather(*fns: Callable[[], Awaitable[Any]]) -> list[Any]:
+        """Run ``fns`` concurrently, each in its own task."""
+        return list(await asyncio.gather(*(fn() for fn in fns)))
+
+    @staticmethod
+    async def sleep(seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    @staticmethod
+    def names() -> list[str]:
+        """Names of the tasks alive now."""
+        return [t.get_name() for t in asyncio.all_tasks()]
+
+
+class Tasks:
+    """Run functions in other threads: what owns a lock in redlease."""
+
+    WRONG_CLIENT = redis.asyncio.Redis  # a client the sync API must refuse
+
+    @staticmethod
+    def run(fn: Callable[[], T]) -> T:
+        """Run ``fn`` in another thread and return its result (or raise its exception)."""
+        return Tasks.gather(fn)[0]  # type: ignore[no-any-return]
+
+    @staticmethod
+    def gather(*fns: Callable[[], Any]) -> list[Any]:
+        """Run ``fns`` concurrently, each in its own thread."""
+        results: list[Any] = [None] * len(fns)
+        errors: list[BaseException] = []
+
+        def call(i: int, fn: Callable[[], Any]) -> None:
+            try:
+                results[i] = fn()
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=call, args=(i, fn)) for i, fn in enumerate(fns)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        if errors:
+            raise errors[0]
+        return results
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        time.sleep(seconds)
+
+    @staticmethod
+    def names() -> list[str]:
+        """Names of the threads alive now."""
+        return [t.name for t in threading.enumerate()]
