@@ -27,6 +27,7 @@ SUBS = [
     (r"\basync with\b", "with"),
     (r"\basync for\b", "for"),
     (r"\bawait ", ""),
+    (r'\bAwaitable\["([^"]*)"\]', r'"\1"'),
     (r"\b__aenter__\b", "__enter__"),
     (r"\b__aexit__\b", "__exit__"),
     (r"\baclose\b", "close"),

@@ -9,25 +9,56 @@ The asyncio API has the same names in :mod:`redlease.asyncio`.
 """
 
 from ._sync.lock import Lock, RLock
+from ._sync.redlock import Redlock
+from ._core.inventory import Reservation, Stock
+from ._core.ratelimit import RateLimit
+from ._sync.inventory import Inventory
+from ._sync.ratelimit import RateLimiter
 from .errors import (
+    InventoryError,
+    InventoryUnavailable,
+    LimitExceeded,
     LockError,
     LockLost,
     LockNotOwned,
     LockUnavailable,
     NotAcquired,
+    OrderClosed,
+    OrderConflict,
+    OrderNotFound,
+    QuorumUnavailable,
+    RateLimitError,
+    RateLimitUnavailable,
     RedleaseError,
+    SoldOut,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Inventory",
+    "InventoryError",
+    "InventoryUnavailable",
+    "LimitExceeded",
     "Lock",
     "LockError",
     "LockLost",
     "LockNotOwned",
     "LockUnavailable",
     "NotAcquired",
+    "OrderClosed",
+    "OrderConflict",
+    "OrderNotFound",
+    "QuorumUnavailable",
     "RLock",
+    "RateLimit",
+    "RateLimitError",
+    "RateLimitUnavailable",
+    "RateLimiter",
     "RedleaseError",
+    "Redlock",
+    "Reservation",
+    "SoldOut",
+    "Stock",
     "__version__",
 ]

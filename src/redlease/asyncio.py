@@ -12,22 +12,53 @@ that acquired them.
 
 from ._async.lock import AsyncLock as Lock
 from ._async.lock import AsyncRLock as RLock
+from ._async.redlock import AsyncRedlock as Redlock
+from ._async.inventory import AsyncInventory as Inventory
+from ._async.ratelimit import AsyncRateLimiter as RateLimiter
+from ._core.inventory import Reservation, Stock
+from ._core.ratelimit import RateLimit
 from .errors import (
+    InventoryError,
+    InventoryUnavailable,
+    LimitExceeded,
     LockError,
     LockLost,
     LockNotOwned,
     LockUnavailable,
     NotAcquired,
+    OrderClosed,
+    OrderConflict,
+    OrderNotFound,
+    QuorumUnavailable,
+    RateLimitError,
+    RateLimitUnavailable,
     RedleaseError,
+    SoldOut,
 )
 
 __all__ = [
+    "Inventory",
+    "InventoryError",
+    "InventoryUnavailable",
+    "LimitExceeded",
     "Lock",
     "LockError",
     "LockLost",
     "LockNotOwned",
     "LockUnavailable",
     "NotAcquired",
+    "OrderClosed",
+    "OrderConflict",
+    "OrderNotFound",
+    "QuorumUnavailable",
     "RLock",
+    "RateLimit",
+    "RateLimitError",
+    "RateLimitUnavailable",
+    "RateLimiter",
     "RedleaseError",
+    "Redlock",
+    "Reservation",
+    "SoldOut",
+    "Stock",
 ]

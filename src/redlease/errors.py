@@ -8,7 +8,17 @@ Every error this library raises on purpose derives from :class:`RedleaseError`::
     │   ├── LockNotOwned         this handle does not hold the lock (release twice, ...)
     │   │   └── LockLost         it held the lock, and the lease ran out or was taken
     │   └── LockUnavailable      Redis failed or could not be reached: the cause is chained
-    └── (later primitives add their own branches: InventoryError, ...)
+    │       └── QuorumUnavailable    fewer than a majority of Redlock's servers answered
+    ├── InventoryError
+    │   ├── SoldOut              fewer units available than requested (``available``, ``requested``)
+    │   ├── LimitExceeded        the user's per-user limit would be passed (``limit``, ``already``)
+    │   ├── OrderNotFound        no order has this id (confirm, cancel)
+    │   ├── OrderClosed          the order is past the transition (confirm expired, cancel sold)
+    │   ├── OrderConflict        the order id is taken by a different purchase (user or qty)
+    │   └── InventoryUnavailable Redis failed or could not be reached: the cause is chained
+    ├── RateLimitError
+    │   └── RateLimitUnavailable Redis failed or could not be reached: the cause is chained
+    └── (later primitives add their own branches)
 
 Bad arguments are not ``RedleaseError``: they raise ``ValueError`` / ``TypeError`` at once,
 before anything is sent to Redis, with a message that names the argument.
@@ -20,13 +30,28 @@ redis-py exception as ``__cause__``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._core.inventory import Reservation
+
 __all__ = [
+    "InventoryError",
+    "InventoryUnavailable",
+    "LimitExceeded",
     "LockError",
     "LockLost",
     "LockNotOwned",
     "LockUnavailable",
     "NotAcquired",
+    "OrderClosed",
+    "OrderConflict",
+    "OrderNotFound",
+    "QuorumUnavailable",
+    "RateLimitError",
+    "RateLimitUnavailable",
     "RedleaseError",
+    "SoldOut",
 ]
 
 
@@ -72,4 +97,118 @@ class LockUnavailable(LockError):
     each operation is one atomic script, applied entirely or not at all. When an acquire may
     have been applied although its reply was lost, redlease tries once to release it; if Redis
     cannot be reached for that either, the lease runs out within ``ttl``.
+    """
+
+
+class QuorumUnavailable(LockUnavailable):
+    """Fewer than a majority of a Redlock's servers answered: the lock cannot be decided.
+
+    The message says how many answered and why the others did not; ``errors`` maps each
+    failed server's index to its redis-py exception. Plain contention is not this: it makes
+    ``acquire()`` return ``False``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        name: str | bytes | None = None,
+        errors: dict[int, BaseException] | None = None,
+    ) -> None:
+        super().__init__(message, name=name)
+        self.errors = dict(errors or {})
+
+
+# -- inventory ------------------------------------------------------------------------------
+class InventoryError(RedleaseError):
+    """Base class of the errors of :class:`~redlease.Inventory` (``name`` is the inventory's)."""
+
+
+class SoldOut(InventoryError):
+    """Fewer units are available than were requested; nothing was taken.
+
+    Expired holds were returned to stock first: ``available`` is what anyone could take now.
+    """
+
+    def __init__(
+        self, message: str, *, name: str | bytes | None = None, available: int, requested: int
+    ) -> None:
+        super().__init__(message, name=name)
+        self.available = available
+        self.requested = requested
+
+
+class LimitExceeded(InventoryError):
+    """The user would pass ``per_user_limit``; nothing was taken.
+
+    ``already`` counts the units of the user's live holds and sold orders.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        name: str | bytes | None = None,
+        limit: int,
+        already: int,
+        requested: int,
+    ) -> None:
+        super().__init__(message, name=name)
+        self.limit = limit
+        self.already = already
+        self.requested = requested
+
+
+class OrderNotFound(InventoryError):
+    """No order has this id (``confirm`` or ``cancel`` of an id never reserved)."""
+
+    def __init__(self, message: str, *, name: str | bytes | None = None, order_id: str) -> None:
+        super().__init__(message, name=name)
+        self.order_id = order_id
+
+
+class _OrderStateError(InventoryError):
+    """An error about an existing order: carries its current :class:`Reservation`."""
+
+    def __init__(
+        self, message: str, *, name: str | bytes | None = None, reservation: Reservation
+    ) -> None:
+        super().__init__(message, name=name)
+        self.reservation = reservation
+        self.order_id = reservation.order_id
+        self.state = reservation.state
+
+
+class OrderClosed(_OrderStateError):
+    """The order is past the requested transition: ``confirm`` of an expired or cancelled
+    order, ``cancel`` of a sold one. ``state`` (and ``reservation``) say where it is now."""
+
+
+class OrderConflict(_OrderStateError):
+    """``reserve`` was called with the id of an order for another user or quantity.
+
+    An order id names one purchase forever; a retry must repeat the same user and qty.
+    ``reservation`` is the existing order.
+    """
+
+
+class InventoryUnavailable(InventoryError):
+    """Redis failed, or could not be reached, during an inventory operation.
+
+    The redis-py exception is chained as ``__cause__``. Each operation is one script, applied
+    entirely or not at all; when the reply was lost, retrying ``reserve`` with the same
+    ``order_id`` (or ``confirm`` / ``cancel``) is safe and tells which happened.
+    """
+
+
+# -- rate limiter ---------------------------------------------------------------------------
+class RateLimitError(RedleaseError):
+    """Base class of the errors of :class:`~redlease.RateLimiter`."""
+
+
+class RateLimitUnavailable(RateLimitError):
+    """Redis failed, or could not be reached: the limiter cannot say whether to allow.
+
+    The redis-py exception is chained as ``__cause__``. Whether to fail open (allow) or
+    closed (refuse) is the caller's decision: catch this and choose.
     """

@@ -47,20 +47,26 @@ class AsyncHub:
         """Whether the reader exists now."""
         return self._reader is not None
 
-    def join(self, channel: bytes, token: bytes) -> Waiter:
-        """Register a waiter for ``channel`` (call :meth:`ensure` before relying on wake-ups)."""
+    def join(self, channel: bytes, token: bytes, event: AsyncEvent | None = None) -> Waiter:
+        """Register a waiter for ``channel`` (call :meth:`ensure` before relying on wake-ups).
+
+        ``event`` is what wakes it; a Redlock waiter shares one event among its servers' hubs.
+        """
         with self._guard:
-            waiter, _ = self._table.add(channel, token, AsyncEvent())
+            waiter, _ = self._table.add(channel, token, event or AsyncEvent())
         return waiter
 
-    async def ensure(self, waiter: Waiter, deadline: float | None) -> None:
+    async def ensure(
+        self, waiter: Waiter, deadline: float | None, confirm: float | None = None
+    ) -> None:
         """Return once the waiter's channel is subscribed (at once if it already is).
 
         Returns early, unconfirmed, when ``deadline`` passes; raises ``RedisError`` when the
-        subscription fails, its connection breaks, or it is not confirmed in time.
+        subscription fails, its connection breaks, or it is not confirmed within ``confirm``
+        seconds (default: the hub's ``confirm_timeout``).
         """
         channel = waiter.channel
-        limit = time.monotonic() + self._confirm_timeout
+        limit = time.monotonic() + (self._confirm_timeout if confirm is None else confirm)
         while True:
             with self._guard:
                 if self._table.confirmed(channel):

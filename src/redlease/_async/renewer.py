@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from typing import Any
 
@@ -22,7 +22,10 @@ from .._core.scripts import RENEW
 from .._synchronization import AsyncBackground, AsyncEvent
 from .client import run_script
 
-__all__ = ["AsyncRenewer"]
+__all__ = ["AsyncRenewer", "RenewBatch", "renew_on"]
+
+RenewBatch = Callable[[list[Holding]], Awaitable["list[bool] | None"]]
+"""Renews a batch in Redis: per holding True (renewed) / False (lost); None if Redis failed."""
 
 RETRY = 0.5
 """Seconds before a renewal that failed (Redis error) is tried again."""
@@ -31,8 +34,8 @@ RETRY = 0.5
 class AsyncRenewer:
     """Renews the holdings added to it until they are released, lost or dropped."""
 
-    def __init__(self, pool: Any, *, linger: float = 1.0) -> None:
-        self._pool = pool
+    def __init__(self, renew_batch: RenewBatch, *, linger: float = 1.0) -> None:
+        self._renew_batch = renew_batch
         self._linger = linger
         self._schedule = RenewSchedule()
         self._guard = threading.Lock()
@@ -97,14 +100,9 @@ class AsyncRenewer:
                 self._wake.clear()
 
     async def _renew(self, due: list[Holding]) -> None:
-        keys = [h.key for h in due]
-        args: list[object] = []
-        for h in due:
-            args += [h.token, h.ttl_ms]
         sent = time.monotonic()
-        try:
-            renewed = await run_script(self._pool, RENEW, keys, args)
-        except RedisError:
+        renewed = await self._renew_batch(due)
+        if renewed is None:
             with self._guard:  # keep trying until the lease is surely over (see expired())
                 for h in due:
                     self._schedule.add(h, sent, delay=min(RETRY, h.ttl_ms / 3000))
@@ -114,7 +112,7 @@ class AsyncRenewer:
             for h, ok in zip(due, renewed, strict=True):
                 if not h.active:
                     continue  # released while the renewal was on its way
-                if int(ok):
+                if ok:
                     h.extended(sent, h.ttl_ms)
                     self._schedule.add(h, sent)
                 else:
@@ -131,3 +129,19 @@ def _run_lost(callbacks: list[Callable[[], object] | None]) -> None:
                 callback()
             except Exception:
                 logging.getLogger("redlease").exception("on_lost callback failed")
+
+
+def renew_on(pool: Any) -> RenewBatch:
+    """The batch renewal of locks on one server: one renew.lua call for the whole batch."""
+
+    async def renew(due: list[Holding]) -> list[bool] | None:
+        args: list[object] = []
+        for h in due:
+            args += [h.token, h.ttl_ms]
+        try:
+            replies = await run_script(pool, RENEW, [h.key for h in due], args)
+        except RedisError:
+            return None
+        return [bool(int(r)) for r in replies]
+
+    return renew

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from typing import Any
 
 import redis.asyncio
 
@@ -15,7 +16,7 @@ from .._core.lease import Holding
 from .._synchronization import AsyncBackground
 from .client import private_pool
 from .hub import AsyncHub
-from .renewer import AsyncRenewer
+from .renewer import AsyncRenewer, renew_on
 
 __all__ = ["AsyncRuntime", "runtime_for"]
 
@@ -28,13 +29,25 @@ class AsyncRuntime:
 
     def __init__(self, client: redis.asyncio.Redis) -> None:
         self.scope = AsyncBackground.scope()
+        self._client = client
         self.pool = private_pool(client)  # scripts run here: one try each, no hidden retries
-        self.renewer = AsyncRenewer(self.pool)
-        self.hub = AsyncHub(client)
+        self.renewer = AsyncRenewer(renew_on(self.pool))
+        self.hub = AsyncHub(redis.asyncio.Redis(connection_pool=private_pool(client)))
+        self._timed: dict[float, Any] = {}
+        # Renewers of Redlocks whose first server is this client, by their servers.
+        self.redlock_renewers: dict[tuple[Any, ...], AsyncRenewer] = {}
         # Lock key -> the holding of this process: for RLock re-entry and self-deadlock checks.
         self.holdings: weakref.WeakValueDictionary[bytes, Holding] = (
             weakref.WeakValueDictionary()
         )
+
+
+    def timed_pool(self, timeout: float) -> Any:
+        """A private pool whose connections connect and answer within ``timeout`` seconds."""
+        pool = self._timed.get(timeout)
+        if pool is None:
+            pool = self._timed[timeout] = private_pool(self._client, timeout)
+        return pool
 
 
 def runtime_for(client: redis.asyncio.Redis) -> AsyncRuntime:

@@ -62,6 +62,7 @@ class Holding:
     ttl_ms: int
     expires_at: float
     reentrant: bool = False
+    drift_ms: float = 0.0  # Redlock: the clock drift allowance taken off every lease
     count: int = 1
     lost: bool = False
     released: bool = False
@@ -75,7 +76,7 @@ class Holding:
     def extended(self, sent_at: float, ttl_ms: int) -> None:
         """Record a successful extend/renew that was sent at ``sent_at``."""
         self.ttl_ms = ttl_ms
-        self.expires_at = sent_at + ttl_ms / 1000
+        self.expires_at = sent_at + (ttl_ms - self.drift_ms) / 1000
 
     def mark_lost(self) -> Callable[[], object] | None:
         """Mark the holding lost; returns the callback to run, once, outside any lock."""

@@ -12,7 +12,17 @@ import hashlib
 from dataclasses import dataclass
 from importlib import resources
 
-__all__ = ["ACQUIRE", "EXTEND", "INSPECT", "LEAVE", "RELEASE", "RENEW", "Script", "load"]
+__all__ = [
+    "ACQUIRE",
+    "EXTEND",
+    "FENCE",
+    "INSPECT",
+    "LEAVE",
+    "RELEASE",
+    "RENEW",
+    "Script",
+    "load",
+]
 
 
 @dataclass(frozen=True)
@@ -41,3 +51,4 @@ LEAVE = load("leave", prelude=_LOCK_LIB)
 EXTEND = load("extend")
 RENEW = load("renew")
 INSPECT = load("inspect")
+FENCE = load("fence")

@@ -34,11 +34,17 @@ def check_client(client: Any, arg: str = "client") -> None:
         )
 
 
-def private_pool(client: redis.Redis) -> Any:
-    """A pool like ``client``'s, but whose connections never retry on their own."""
+def private_pool(client: redis.Redis, timeout: float | None = None) -> Any:
+    """A pool like ``client``'s whose connections never retry on their own.
+
+    With ``timeout``, its connections also connect and answer within ``timeout`` seconds
+    (Redlock's per-server deadline) instead of the client's socket timeouts.
+    """
     pool: Any = client.connection_pool
     kwargs = dict(pool.connection_kwargs)
     kwargs["retry"] = redis.retry.Retry(NoBackoff(), 0)
+    if timeout is not None:
+        kwargs["socket_timeout"] = kwargs["socket_connect_timeout"] = timeout
     return redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
 
 

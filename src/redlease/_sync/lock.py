@@ -4,29 +4,26 @@
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable, Hashable
-from types import TracebackType
 from typing import Any
 
 import redis
 from redis.exceptions import ConnectionError, RedisError, TimeoutError
 
-from .._core import validate
-from .._core.keys import LockKeys
 from .._core.lease import HELD, Holding, Reply, decode_acquire, new_token
 from .._core.scripts import ACQUIRE, EXTEND, INSPECT, LEAVE, RELEASE, Script
 from .._core.waiters import Action
-from .._synchronization import Background, Mutex, Shield
-from ..errors import LockLost, LockNotOwned, LockUnavailable, NotAcquired
+from .._synchronization import Shield
 from .client import check_client, run_script
-from .runtime import Runtime, runtime_for
+from .handle import Handle
+from .renewer import Renewer
+from .runtime import runtime_for
 
 __all__ = ["Lock", "RLock"]
 
-_DEFAULT: Any = object()
 
-
-class Lock:
+class Lock(Handle):
     """A distributed mutual-exclusion lock held as a lease on one Redis server.
 
     ``Lock(client, name, ttl=10.0, timeout=None)``: acquiring sets the key with a random token
@@ -57,8 +54,6 @@ class Lock:
     holder raises ``RuntimeError``: use :class:`RLock` for reentrancy.
     """
 
-    _reentrant = False
-
     def __init__(
         self,
         client: redis.Redis,
@@ -85,34 +80,18 @@ class Lock:
             before it is skipped as dead.
         """
         check_client(client)
-        if not isinstance(renew, bool):
-            raise TypeError(f"renew must be a bool, got {type(renew).__name__}")
-        if on_lost is not None and not callable(on_lost):
-            raise TypeError(f"on_lost must be callable or None, got {type(on_lost).__name__}")
+        super().__init__(
+            name,
+            ttl=ttl,
+            timeout=timeout,
+            prefix=prefix,
+            renew=renew,
+            on_lost=on_lost,
+            handoff=handoff,
+        )
         self._client = client
-        self.name = name
-        self._keys = LockKeys.build(validate.prefix(prefix), validate.name(name))
-        self._ttl_ms = validate.ttl_ms(ttl)
-        self.ttl = self._ttl_ms / 1000
-        self.timeout = validate.timeout(timeout)
-        self.renew = renew
-        self._on_lost = on_lost
-        self._window_ms = validate.window_ms(handoff, "handoff")
-        self._mutex = Mutex()
-        self._holding: Holding | None = None
-        self._count = 0  # acquisitions through this handle not yet released
-
-    def __repr__(self) -> str:
-        state = "unlocked" if self._holding is None else f"held, fence={self.fence}"
-        return f"<{type(self).__name__} {self.name!r} ttl={self.ttl} {state}>"
 
     # -- state ------------------------------------------------------------------------------
-    @property
-    def fence(self) -> int | None:
-        """The fencing token of the current acquisition (``None`` when not held)."""
-        holding = self._holding
-        return None if holding is None else holding.fence
-
     def locked(self) -> bool:
         """Whether anyone holds the lock now (one round trip)."""
         pttl, _, _, _ = self._inspect(b"")
@@ -134,59 +113,22 @@ class Lock:
         pttl, mine, _, _ = self._inspect(holding.token)
         return max(pttl, 0) / 1000 if mine else 0.0
 
-    # -- acquire ----------------------------------------------------------------------------
-    def acquire(self, blocking: bool = True, timeout: float | None = _DEFAULT) -> bool:
-        """Acquire the lock; True if acquired, False if it stayed held by another.
+    # -- the conversation with Redis --------------------------------------------------------
+    def _holdings(self) -> weakref.WeakValueDictionary[bytes, Holding]:
+        return runtime_for(self._client).holdings
 
-        ``timeout`` (seconds) defaults to the lock's; ``None`` or ``-1`` waits forever and
-        ``blocking=False`` tries once. Raises :class:`~redlease.LockUnavailable` when Redis
-        fails (an outage is never reported as ``False``) and ``RuntimeError`` when the caller
-        already holds this (non-reentrant) lock.
-        """
-        if not blocking:
-            if timeout is not _DEFAULT and validate.timeout(timeout) is not None:
-                raise ValueError("timeout must not be given when blocking is False")
-            limit: float | None = 0.0
-        else:
-            limit = self.timeout if timeout is _DEFAULT else validate.timeout(timeout)
-        deadline = None if limit is None else time.monotonic() + limit
-        owner = Background.owner()
-        runtime = runtime_for(self._client)
-        current = runtime.holdings.get(self._keys.lock)
-        if current is not None and current.expires_at <= time.monotonic():
-            current.lost = True  # its lease surely ran out (no watchdog): not held any more
-        if current is not None and current.owner is owner and current.active:
-            if self._reentrant and current.reentrant:
-                return self._reenter(current)
-            raise RuntimeError(
-                f"lock {self.name!r} is already held by this "
-                f"{Background.OWNER}: acquiring it again would wait "
-                "for itself; use RLock for a reentrant lock"
-            )
-        if not self._mutex.acquire(_left(deadline)):
-            return False
-        try:
-            holding = self._acquire(runtime, owner, deadline)
-        except BaseException:
-            self._mutex.release()
-            raise
-        if holding is None:
-            self._mutex.release()
-            return False
-        self._holding, self._count = holding, 1
-        return True
+    def _renewer(self) -> Renewer:
+        return runtime_for(self._client).renewer
 
-    def _acquire(
-        self, runtime: Runtime, owner: Hashable, deadline: float | None
-    ) -> Holding | None:
+    def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
         token = new_token()
         sent = time.monotonic()
         reply = self._attempt(token, join=False)
         if reply.acquired:
-            return self._hold(runtime, owner, token, reply.value, sent)
+            return self._new_holding(owner, token, reply.value, sent + self.ttl)
         if deadline is not None and time.monotonic() >= deadline:
             return None
-        hub = runtime.hub
+        hub = runtime_for(self._client).hub
         waiter = hub.join(self._keys.channel, token)
         queued = False
         try:
@@ -197,10 +139,9 @@ class Lock:
                     raise self._unavailable("wait for", exc) from exc
                 sent = time.monotonic()
                 reply = self._attempt(token, join=True)
-                queued = True
+                queued = not reply.acquired
                 if reply.acquired:
-                    queued = False
-                    return self._hold(runtime, owner, token, reply.value, sent)
+                    return self._new_holding(owner, token, reply.value, sent + self.ttl)
                 hub.refused(waiter, reply.status == HELD, reply.value)
                 while True:
                     action, wait = hub.plan(waiter, deadline, self.ttl)
@@ -227,69 +168,21 @@ class Lock:
             )
         except (ConnectionError, TimeoutError) as exc:
             # The script may have run and only its reply been lost: release what may be ours.
-            Shield.cleanup(lambda: self._run(RELEASE, self._queue_args(token)))
+            Shield.cleanup(lambda: self._undo(token))
             raise self._unavailable("acquire", exc) from exc
         except RedisError as exc:
             raise self._unavailable("acquire", exc) from exc
         except BaseException:  # cancelled or interrupted with the script possibly applied
-            Shield.cleanup(lambda: self._run(RELEASE, self._queue_args(token)))
+            Shield.cleanup(lambda: self._undo(token))
             raise
         return decode_acquire(raw)
 
-    def _hold(
-        self, runtime: Runtime, owner: Hashable, token: bytes, fence: int, sent: float
-    ) -> Holding:
-        holding = Holding(
-            key=self._keys.lock,
-            token=token,
-            fence=fence,
-            owner=owner,
-            ttl_ms=self._ttl_ms,
-            expires_at=sent + self._ttl_ms / 1000,
-            reentrant=self._reentrant,
-            on_lost=self._on_lost,
-        )
-        runtime.holdings[self._keys.lock] = holding
-        if self.renew:
-            runtime.renewer.add(holding)
-        return holding
+    def _undo(self, token: bytes) -> None:
+        """Release an acquisition whose grant we may never have seen (quietly)."""
+        keys, args = self._queue_args(token)
+        self._run(RELEASE, (keys, [*args, 1]))
 
-    def _reenter(self, holding: Holding) -> bool:
-        """RLock re-entry by the holder: confirm and refresh the lease, then count."""
-        self._set_lease(holding, holding.ttl_ms)
-        if self._holding is not holding:
-            if self._count:  # pragma: no cover - a handle holds one acquisition at a time
-                raise RuntimeError("this RLock handle holds another acquisition")
-            self._mutex.acquire(None)  # free: the holder is us
-            self._holding = holding
-        holding.count += 1
-        self._count += 1
-        return True
-
-    # -- release and extend -----------------------------------------------------------------
-    def release(self) -> None:
-        """Release the lock.
-
-        Raises :class:`~redlease.LockNotOwned` if this handle does not hold it (or another
-        thread/task does), :class:`~redlease.LockLost` if it held it but the lease ran out
-        first, :class:`~redlease.LockUnavailable` if Redis failed: the handle no longer holds
-        the lock in every case, and its lease is no longer renewed.
-        """
-        holding = self._owned_holding("release")
-        self._count -= 1
-        holding.count -= 1
-        if self._count == 0:
-            self._holding = None
-            self._mutex.release()
-        if holding.count > 0:
-            if holding.lost:
-                raise self._lost("was lost before this release")
-            return
-        runtime = runtime_for(self._client)
-        if runtime.holdings.get(holding.key) is holding:
-            del runtime.holdings[holding.key]
-        if not runtime.renewer.release(holding):
-            raise self._lost("was lost before release: its lease ran out or it was taken")
+    def _release_remote(self, holding: Holding) -> None:
         try:
             released = self._run(RELEASE, self._queue_args(holding.token))
         except RedisError as exc:
@@ -298,65 +191,16 @@ class Lock:
             holding.lost = True
             raise self._lost("was lost before release: its lease ran out or it was taken")
 
-    def extend(self, ttl: float | None = None) -> None:
-        """Set the remaining lease to ``ttl`` seconds (default: the lock's ttl); not added.
-
-        The watchdog keeps renewing to this lease from then on. Raises
-        :class:`~redlease.LockNotOwned` / :class:`~redlease.LockLost` like :meth:`release`.
-        """
-        ttl_ms = self._ttl_ms if ttl is None else validate.ttl_ms(ttl)
-        holding = self._owned_holding("extend")
-        self._set_lease(holding, ttl_ms)
-
     def _set_lease(self, holding: Holding, ttl_ms: int) -> None:
-        if holding.lost:
-            raise self._lost("was lost: its lease ran out or it was taken")
         sent = time.monotonic()
         try:
             extended = self._run(EXTEND, ([holding.key], [holding.token, ttl_ms]))
         except RedisError as exc:
             raise self._unavailable("extend", exc) from exc
         if not int(extended):
-            callback = holding.mark_lost()
-            if callback is not None:
-                callback()
-            raise self._lost("was lost: its lease ran out or it was taken")
+            raise self._mark_lost(holding)
         holding.extended(sent, ttl_ms)
 
-    def _owned_holding(self, action: str) -> Holding:
-        holding = self._holding
-        if holding is None or self._count == 0:
-            raise LockNotOwned(
-                f"cannot {action} lock {self.name!r}: this handle does not hold it",
-                name=self.name,
-            )
-        if holding.owner is not Background.owner():
-            raise LockNotOwned(
-                f"cannot {action} lock {self.name!r}: it is held by another "
-                f"{Background.OWNER}",
-                name=self.name,
-            )
-        return holding
-
-    # -- context manager --------------------------------------------------------------------
-    def __enter__(self) -> Lock:
-        if not self.acquire():
-            raise NotAcquired(
-                f"lock {self.name!r} was held by another for the whole timeout "
-                f"({self.timeout} s)",
-                name=self.name,
-            )
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
-
-    # -- plumbing ---------------------------------------------------------------------------
     def _run(self, script: Script, keys_args: tuple[list[bytes], list[Any]]) -> Any:
         return run_script(runtime_for(self._client).pool, script, *keys_args)
 
@@ -374,14 +218,6 @@ class Lock:
         keys = self._keys
         return [keys.lock, keys.queue, keys.handoff], [token, self._window_ms, keys.channel]
 
-    def _unavailable(self, action: str, exc: BaseException) -> LockUnavailable:
-        return LockUnavailable(
-            f"could not {action} lock {self.name!r}: Redis failed: {exc}", name=self.name
-        )
-
-    def _lost(self, what: str) -> LockLost:
-        return LockLost(f"lock {self.name!r} {what}", name=self.name)
-
 
 class RLock(Lock):
     """A reentrant :class:`Lock`: the thread (task) that holds it may acquire it again.
@@ -393,8 +229,3 @@ class RLock(Lock):
     """
 
     _reentrant = True
-
-
-def _left(deadline: float | None) -> float | None:
-    """Seconds until ``deadline`` (``None``: no deadline)."""
-    return None if deadline is None else deadline - time.monotonic()

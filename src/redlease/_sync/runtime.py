@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from typing import Any
 
 import redis
 
@@ -16,7 +17,7 @@ from .._core.lease import Holding
 from .._synchronization import Background
 from .client import private_pool
 from .hub import Hub
-from .renewer import Renewer
+from .renewer import Renewer, renew_on
 
 __all__ = ["Runtime", "runtime_for"]
 
@@ -29,13 +30,25 @@ class Runtime:
 
     def __init__(self, client: redis.Redis) -> None:
         self.scope = Background.scope()
+        self._client = client
         self.pool = private_pool(client)  # scripts run here: one try each, no hidden retries
-        self.renewer = Renewer(self.pool)
-        self.hub = Hub(client)
+        self.renewer = Renewer(renew_on(self.pool))
+        self.hub = Hub(redis.Redis(connection_pool=private_pool(client)))
+        self._timed: dict[float, Any] = {}
+        # Renewers of Redlocks whose first server is this client, by their servers.
+        self.redlock_renewers: dict[tuple[Any, ...], Renewer] = {}
         # Lock key -> the holding of this process: for RLock re-entry and self-deadlock checks.
         self.holdings: weakref.WeakValueDictionary[bytes, Holding] = (
             weakref.WeakValueDictionary()
         )
+
+
+    def timed_pool(self, timeout: float) -> Any:
+        """A private pool whose connections connect and answer within ``timeout`` seconds."""
+        pool = self._timed.get(timeout)
+        if pool is None:
+            pool = self._timed[timeout] = private_pool(self._client, timeout)
+        return pool
 
 
 def runtime_for(client: redis.Redis) -> Runtime:

@@ -9,16 +9,19 @@
 -- ARGV[3] join     "1": if refused, join the queue (the caller is subscribed); "0": don't
 -- ARGV[4] window   ms a reserved queue head has to claim the free lock
 -- ARGV[5] channel  the lock's pub/sub channel
+-- ARGV[6] score    optional: the waiter's place in the queue; Redlock sends the same ticket to
+--                  every server so that all their queues agree. Default: the server's time (us)
 -- Returns {1, fence}  acquired; fence = the new fencing token (strictly increasing per name)
 --         {0, pttl}   held by someone else; pttl = ms left on its lease (-1: it has no expiry)
 --         {2, ms}     free, but reserved for the queue head for ms more
 local lock, fence, queue, handoff = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, lease, window, channel = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4]), ARGV[5]
 local join = ARGV[3] == '1'
+local score = tonumber(ARGV[6] or '')
 
 local function refuse(status, ms)
   if join then
-    redis.call('ZADD', queue, 'NX', now_us(), token)
+    redis.call('ZADD', queue, 'NX', score or now_us(), token)
     -- Live waiters retry at least once per lease; an abandoned queue disappears by itself.
     local keep = 3 * math.max(lease, ms) + 10 * window
     if redis.call('PTTL', queue) < keep then redis.call('PEXPIRE', queue, keep) end

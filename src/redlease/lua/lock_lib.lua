@@ -4,7 +4,7 @@
 -- Redis Cluster slot):
 --   lock     STRING  the holder's token, PX = lease. Existence IS the lock.
 --   fence    STRING  fencing counter: INCR'd by every acquisition. Never expires, never reset.
---   queue    ZSET    waiter token -> server time (us) it joined. FIFO order of waiters.
+--   queue    ZSET    waiter token -> when it joined (us; server time, or Redlock's ticket).
 --   handoff  STRING  "<token> <deadline ms>": the free lock is reserved for that queue head.
 -- Waiters are told on the channel <prefix>:{name}:released:
 --   "F"        the lock is free and nobody queues: one waiter per process may try

@@ -1,0 +1,250 @@
+"""What every lock handle does the same way, whatever it talks to (one server, or N).
+
+Ownership (the thread or task that acquired), the local queue of a shared handle, reentrancy,
+the self-deadlock check, the context manager and the error messages live here once.
+:class:`~redlease._async.lock.AsyncLock` and :class:`~redlease._async.redlock.AsyncRedlock`
+add only their conversation with Redis: ``_acquire``, ``_release_remote`` and ``_set_lease``.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Callable, Hashable
+from types import TracebackType
+from typing import Any, TypeVar
+
+from .._core import validate
+from .._core.keys import LockKeys
+from .._core.lease import Holding
+from .._synchronization import AsyncBackground, AsyncMutex
+from ..errors import LockLost, LockNotOwned, LockUnavailable, NotAcquired
+from .renewer import AsyncRenewer
+
+__all__ = ["DEFAULT", "AsyncHandle"]
+
+DEFAULT: Any = object()
+_Handle = TypeVar("_Handle", bound="AsyncHandle")
+
+
+class AsyncHandle:
+    """The part of a lock handle that does not talk to Redis. Not used directly."""
+
+    _reentrant = False
+
+    def __init__(
+        self,
+        name: str | bytes,
+        *,
+        ttl: float,
+        timeout: float | None,
+        prefix: str,
+        renew: bool,
+        on_lost: Callable[[], object] | None,
+        handoff: float,
+    ) -> None:
+        if not isinstance(renew, bool):
+            raise TypeError(f"renew must be a bool, got {type(renew).__name__}")
+        if on_lost is not None and not callable(on_lost):
+            raise TypeError(f"on_lost must be callable or None, got {type(on_lost).__name__}")
+        self.name = name
+        self._keys = LockKeys.build(validate.prefix(prefix), validate.name(name))
+        self._ttl_ms = validate.ttl_ms(ttl)
+        self.ttl = self._ttl_ms / 1000
+        self.timeout = validate.timeout(timeout)
+        self.renew = renew
+        self._on_lost = on_lost
+        self._window_ms = validate.window_ms(handoff, "handoff")
+        self._mutex = AsyncMutex()
+        self._holding: Holding | None = None
+        self._count = 0  # acquisitions through this handle not yet released
+
+    # -- what a kind of lock provides -------------------------------------------------------
+    def _holdings(self) -> weakref.WeakValueDictionary[bytes, Holding]:
+        """The holdings of this process, by lock key (for re-entry and self-deadlock checks)."""
+        raise NotImplementedError
+
+    def _renewer(self) -> AsyncRenewer:
+        raise NotImplementedError
+
+    async def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
+        """Acquire in Redis by ``deadline``; a Holding, or None if it stayed held."""
+        raise NotImplementedError
+
+    async def _release_remote(self, holding: Holding) -> None:
+        """Release in Redis; raise LockLost / LockUnavailable."""
+        raise NotImplementedError
+
+    async def _set_lease(self, holding: Holding, ttl_ms: int) -> None:
+        """Set the remaining lease in Redis (extend); raise LockLost / LockUnavailable."""
+        raise NotImplementedError
+
+    # -- state ------------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        state = "unlocked" if self._holding is None else f"held, fence={self.fence}"
+        return f"<{type(self).__name__} {self.name!r} ttl={self.ttl} {state}>"
+
+    @property
+    def fence(self) -> int | None:
+        """The fencing token of the current acquisition (``None`` when not held)."""
+        holding = self._holding
+        return None if holding is None else holding.fence
+
+    # -- acquire ----------------------------------------------------------------------------
+    async def acquire(self, blocking: bool = True, timeout: float | None = DEFAULT) -> bool:
+        """Acquire the lock; True if acquired, False if it stayed held by another.
+
+        ``timeout`` (seconds) defaults to the lock's; ``None`` or ``-1`` waits forever and
+        ``blocking=False`` tries once. Raises :class:`~redlease.LockUnavailable` when Redis
+        fails (an outage is never reported as ``False``) and ``RuntimeError`` when the caller
+        already holds this (non-reentrant) lock.
+        """
+        if not blocking:
+            if timeout is not DEFAULT and validate.timeout(timeout) is not None:
+                raise ValueError("timeout must not be given when blocking is False")
+            limit: float | None = 0.0
+        else:
+            limit = self.timeout if timeout is DEFAULT else validate.timeout(timeout)
+        deadline = None if limit is None else time.monotonic() + limit
+        owner = AsyncBackground.owner()
+        current = self._holdings().get(self._keys.lock)
+        if current is not None and current.expires_at <= time.monotonic():
+            current.lost = True  # its lease surely ran out (no watchdog): not held any more
+        if current is not None and current.owner is owner and current.active:
+            if self._reentrant and current.reentrant:
+                await self._reenter(current)
+                return True
+            raise RuntimeError(
+                f"lock {self.name!r} is already held by this {AsyncBackground.OWNER}: "
+                "acquiring it again would wait for itself; use RLock for a reentrant lock"
+            )
+        if not await self._mutex.acquire(_left(deadline)):
+            return False
+        try:
+            holding = await self._acquire(owner, deadline)
+        except BaseException:
+            self._mutex.release()
+            raise
+        if holding is None:
+            self._mutex.release()
+            return False
+        self._holdings()[self._keys.lock] = holding
+        if self.renew:
+            self._renewer().add(holding)
+        self._holding, self._count = holding, 1
+        return True
+
+    def _new_holding(self, owner: Hashable, token: bytes, fence: int, expires_at: float) -> Holding:
+        return Holding(
+            key=self._keys.lock,
+            token=token,
+            fence=fence,
+            owner=owner,
+            ttl_ms=self._ttl_ms,
+            expires_at=expires_at,
+            reentrant=self._reentrant,
+            on_lost=self._on_lost,
+        )
+
+    async def _reenter(self, holding: Holding) -> None:
+        """RLock re-entry by the holder: confirm and refresh the lease, then count."""
+        await self._extend(holding, holding.ttl_ms)
+        if self._holding is not holding:
+            await self._mutex.acquire(None)  # free: this handle held nothing
+            self._holding = holding
+        holding.count += 1
+        self._count += 1
+
+    # -- release and extend -----------------------------------------------------------------
+    async def release(self) -> None:
+        """Release the lock.
+
+        Raises :class:`~redlease.LockNotOwned` if this handle does not hold it (or another
+        thread/task does), :class:`~redlease.LockLost` if it held it but the lease ran out
+        first, :class:`~redlease.LockUnavailable` if Redis failed: the handle no longer holds
+        the lock in every case, and its lease is no longer renewed.
+        """
+        holding = self._owned_holding("release")
+        self._count -= 1
+        holding.count -= 1
+        if self._count == 0:
+            self._holding = None
+            self._mutex.release()
+        if holding.count > 0:
+            if holding.lost:
+                raise self._lost("was lost before this release")
+            return
+        holdings = self._holdings()
+        if holdings.get(holding.key) is holding:
+            del holdings[holding.key]
+        if not self._renewer().release(holding):
+            raise self._lost("was lost before release: its lease ran out or it was taken")
+        await self._release_remote(holding)
+
+    async def extend(self, ttl: float | None = None) -> None:
+        """Set the remaining lease to ``ttl`` seconds (default: the lock's ttl); not added.
+
+        The watchdog keeps renewing to this lease from then on. Raises
+        :class:`~redlease.LockNotOwned` / :class:`~redlease.LockLost` like :meth:`release`.
+        """
+        ttl_ms = self._ttl_ms if ttl is None else validate.ttl_ms(ttl)
+        await self._extend(self._owned_holding("extend"), ttl_ms)
+
+    async def _extend(self, holding: Holding, ttl_ms: int) -> None:
+        if holding.lost:
+            raise self._lost("was lost: its lease ran out or it was taken")
+        await self._set_lease(holding, ttl_ms)
+
+    def _owned_holding(self, action: str) -> Holding:
+        holding = self._holding
+        if holding is None or self._count == 0:
+            raise LockNotOwned(
+                f"cannot {action} lock {self.name!r}: this handle does not hold it",
+                name=self.name,
+            )
+        if holding.owner is not AsyncBackground.owner():
+            raise LockNotOwned(
+                f"cannot {action} lock {self.name!r}: it is held by another "
+                f"{AsyncBackground.OWNER}",
+                name=self.name,
+            )
+        return holding
+
+    def _mark_lost(self, holding: Holding) -> LockLost:
+        """Record that ``holding`` is gone, tell ``on_lost``, and return the error to raise."""
+        callback = holding.mark_lost()
+        if callback is not None:
+            callback()
+        return self._lost("was lost: its lease ran out or it was taken")
+
+    # -- context manager --------------------------------------------------------------------
+    async def __aenter__(self: _Handle) -> _Handle:
+        if not await self.acquire():
+            raise NotAcquired(
+                f"lock {self.name!r} was held by another for the whole timeout "
+                f"({self.timeout} s)",
+                name=self.name,
+            )
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.release()
+
+    # -- errors -----------------------------------------------------------------------------
+    def _unavailable(self, action: str, exc: BaseException) -> LockUnavailable:
+        return LockUnavailable(
+            f"could not {action} lock {self.name!r}: Redis failed: {exc}", name=self.name
+        )
+
+    def _lost(self, what: str) -> LockLost:
+        return LockLost(f"lock {self.name!r} {what}", name=self.name)
+
+
+def _left(deadline: float | None) -> float | None:
+    """Seconds until ``deadline`` (``None``: no deadline)."""
+    return None if deadline is None else deadline - time.monotonic()

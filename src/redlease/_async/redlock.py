@@ -1,0 +1,340 @@
+"""Redlock: one lock over N independent Redis servers, held with a majority of them."""
+
+from __future__ import annotations
+
+import random
+import time
+import weakref
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+import redis.asyncio
+
+from .._core import redlock as core
+from .._core import validate
+from .._core.lease import Holding, new_token
+from .._core.scripts import ACQUIRE, EXTEND, FENCE, INSPECT, LEAVE, RELEASE, RENEW, Script
+from .._core.waiters import Action
+from .._fanout import AsyncFanOut
+from .._synchronization import AsyncEvent, AsyncShield
+from ..errors import QuorumUnavailable
+from .client import EXPECTED
+from .handle import AsyncHandle
+from .renewer import AsyncRenewer, RenewBatch
+from .runtime import AsyncRuntime, runtime_for
+
+__all__ = ["AsyncRedlock"]
+
+
+class AsyncRedlock(AsyncHandle):
+    """A lock held on a majority of N independent Redis servers (the Redlock algorithm).
+
+    Same API and semantics as :class:`Lock` (``acquire``, ``release``, ``extend``, ``with``,
+    ``locked``, ``owned``, ``remaining``, ``fence``, the watchdog, ``on_lost``), plus
+    :attr:`validity`. It keeps working while a minority of the servers is down, hung, or
+    restarted empty, where a single-server lock is lost with its server.
+
+    Each acquire asks all servers at once, each under a per-server deadline
+    (``server_timeout``), and holds the lock only if a majority granted it and
+    ``validity = ttl - elapsed - (ttl * drift_factor + 2 ms)`` is still positive. Otherwise it
+    releases on every server, including those that did not answer, and waits: for a release
+    message from any server, or for the lease it was told about to end. Waiters queue on every
+    server under one ticket, so all servers agree on who is next: no split votes.
+
+    Fencing tokens strictly increase across holders as long as the servers that lose their
+    data (restart empty) are a minority at every moment: the fence is the largest counter of
+    the granting majority, written back to that majority before the acquire counts, so every
+    later majority includes a server that has seen it. See ``docs/safety.md`` for when Redlock
+    is worth it, and its persistence and clock assumptions.
+
+    With fewer than a majority of servers answering, ``acquire()`` raises
+    :class:`~redlease.QuorumUnavailable` (plain contention returns ``False``).
+    """
+
+    def __init__(
+        self,
+        clients: Sequence[redis.asyncio.Redis],
+        name: str | bytes,
+        *,
+        ttl: float = 10.0,
+        timeout: float | None = None,
+        prefix: str = "redlease",
+        renew: bool = True,
+        on_lost: Callable[[], object] | None = None,
+        handoff: float = 0.05,
+        drift_factor: float = 0.01,
+        server_timeout: float = 0.1,
+    ) -> None:
+        """Describe a lock over ``clients``, one per independent server.
+
+        :param clients: one client per server (N >= 1; 5 is usual). The same server twice
+            raises ``ValueError``: it would fake a quorum.
+        :param drift_factor: the share of the lease allowed for clock drift, in [0, 0.5).
+        :param server_timeout: seconds each server has to answer one round; much shorter than
+            ``ttl`` (the Redis documentation suggests 5-50 ms for a 10 s lease).
+        The other parameters are :class:`Lock`'s.
+        """
+        self._clients = core.check_clients(clients, EXPECTED)
+        self._drift_factor = core.check_drift_factor(drift_factor)
+        super().__init__(
+            name,
+            ttl=ttl,
+            timeout=timeout,
+            prefix=prefix,
+            renew=renew,
+            on_lost=on_lost,
+            handoff=handoff,
+        )
+        self._server_ms = validate.ttl_ms(server_timeout, "server_timeout")
+        if self._server_ms * 2 > self._ttl_ms:
+            raise ValueError(
+                f"server_timeout must be less than half the ttl ({self.ttl} s), "
+                f"got {server_timeout!r}"
+            )
+        self.server_timeout = self._server_ms / 1000
+        self.quorum = core.quorum(len(self._clients))
+
+    # -- state ------------------------------------------------------------------------------
+    @property
+    def validity(self) -> float | None:
+        """Seconds the current acquisition is known to stay valid (``None`` when not held).
+
+        A local estimate from the last acquire or renewal: ttl minus the time that round took
+        minus the drift allowance. 0.0 once it has passed.
+        """
+        holding = self._holding
+        if holding is None:
+            return None
+        return 0.0 if holding.lost else max(0.0, holding.expires_at - time.monotonic())
+
+    async def locked(self) -> bool:
+        """Whether a majority of the servers report the lock held (one round)."""
+        pttls, _ = await self._inspect(b"")
+        return sum(1 for p in pttls if p != -2) >= self.quorum
+
+    async def owned(self) -> bool:
+        """Whether this handle's acquisition still holds a majority of the servers."""
+        holding = self._holding
+        if holding is None:
+            return False
+        _, mine = await self._inspect(holding.token)
+        return len(mine) >= self.quorum
+
+    async def remaining(self) -> float | None:
+        """Seconds a majority still holds this handle's lease, less the drift allowance.
+
+        ``None`` if the handle holds nothing, 0.0 if a majority no longer holds it.
+        """
+        holding = self._holding
+        if holding is None:
+            return None
+        _, mine = await self._inspect(holding.token)
+        if len(mine) < self.quorum:
+            return 0.0
+        majority_ms = sorted(mine, reverse=True)[self.quorum - 1]
+        return max(0.0, (majority_ms - core.drift_ms(holding.ttl_ms, self._drift_factor)) / 1000)
+
+    # -- the conversation with Redis --------------------------------------------------------
+    def _runtimes(self) -> list[AsyncRuntime]:
+        return [runtime_for(c) for c in self._clients]
+
+    def _holdings(self) -> weakref.WeakValueDictionary[bytes, Holding]:
+        return runtime_for(self._clients[0]).holdings
+
+    def _renewer(self) -> AsyncRenewer:
+        first = runtime_for(self._clients[0])
+        key = (self._server_ms, self._drift_factor, *map(id, self._pools()))
+        renewer = first.redlock_renewers.get(key)
+        if renewer is None:
+            renewer = first.redlock_renewers[key] = AsyncRenewer(self._renew_batch())
+        return renewer
+
+    def _pools(self) -> list[Any]:
+        return [rt.timed_pool(self.server_timeout) for rt in self._runtimes()]
+
+    async def _round(
+        self, script: Script, keys: list[bytes], args: list[Any], servers: Sequence[int] = ()
+    ) -> list[Any]:
+        """Run ``script`` on the given servers (default: all) at once; replies or exceptions."""
+        pools = self._pools()
+        chosen = list(servers) if servers else list(range(len(pools)))
+        replies = await AsyncFanOut.run(
+            [(pools[i], script, keys, args) for i in chosen], self.server_timeout
+        )
+        out: list[Any] = [None] * len(pools)
+        for i, reply in zip(chosen, replies, strict=True):
+            out[i] = reply
+        return out
+
+    async def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
+        token = new_token()
+        holding, _ = await self._try(owner, token, join=False, ticket="")
+        if holding is not None or (deadline is not None and time.monotonic() >= deadline):
+            return holding
+        ticket = str(time.time_ns() // 1000)  # one place in every server's queue
+        event = AsyncEvent()
+        hubs = [rt.hub for rt in self._runtimes()]
+        waiters = [hub.join(self._keys.channel, token, event) for hub in hubs]
+        answered = set(range(len(hubs)))
+        holding, tally = None, core.Tally(n=len(hubs))
+        try:
+            while True:
+                for i in sorted(answered):  # wake-ups from the servers that answer
+                    try:
+                        await hubs[i].ensure(waiters[i], deadline, confirm=self.server_timeout)
+                    except Exception:
+                        answered.discard(i)
+                holding, tally = await self._try(owner, token, join=True, ticket=ticket)
+                if holding is not None:
+                    return holding
+                answered = set(range(len(hubs))) - set(tally.errors)
+                if tally.granted:  # a split: let the other side go first, at random
+                    await event.wait(random.uniform(0, 2 * self._window_ms / 1000))
+                for i in range(len(hubs)):
+                    if i in answered:
+                        for held, ms in ((True, tally.lease_ms), (False, tally.reserved_ms)):
+                            if ms:
+                                hubs[i].refused(waiters[i], held, max(ms))
+                if not await self._wait(hubs, waiters, event, deadline):
+                    return None
+        finally:
+            for hub, waiter in zip(hubs, waiters, strict=True):
+                hub.leave(waiter)
+            # Leave the queues we may still be in (all of them, unless we hold the lock).
+            queued = [i for i in range(len(hubs)) if holding is None or i not in tally.granted]
+            if queued:
+                await AsyncShield.cleanup(
+                    lambda: self._round(LEAVE, *self._queue_args(token), servers=queued)
+                )
+
+    async def _wait(
+        self, hubs: list[Any], waiters: list[Any], event: AsyncEvent, deadline: float | None
+    ) -> bool:
+        """Sleep until some server's waiter should try again (True) or the deadline (False)."""
+        while True:
+            plans = [hub.plan(w, deadline, self.ttl) for hub, w in zip(hubs, waiters, strict=True)]
+            if any(action is Action.ATTEMPT for action, _ in plans):
+                return True
+            if all(action is Action.GIVE_UP for action, _ in plans):
+                return False
+            waits = [w for action, w in plans if action is Action.WAIT and w is not None]
+            await event.wait(min(waits) if waits else None)
+            event.clear()
+
+    async def _try(
+        self, owner: Hashable, token: bytes, *, join: bool, ticket: str
+    ) -> tuple[Holding | None, core.Tally]:
+        """One Redlock round: acquire everywhere, merge and write back the fence, or undo."""
+        keys = self._keys
+        start = time.monotonic()
+        tally = core.tally(
+            await self._round(
+                ACQUIRE,
+                [keys.lock, keys.fence, keys.queue, keys.handoff],
+                [token, self._ttl_ms, int(join), self._window_ms, keys.channel, ticket],
+            )
+        )
+        confirmed = 0
+        if tally.has_quorum and core.validity(self._ttl_ms, time.monotonic() - start, 0) > 0:
+            fence = tally.fence
+            replies = await self._round(
+                FENCE, [keys.lock, keys.fence], [token, fence], servers=list(tally.granted)
+            )
+            confirmed = sum(1 for i in tally.granted if _is_one(replies[i]))
+            valid = core.validity(self._ttl_ms, time.monotonic() - start, self._drift_factor)
+            if confirmed >= self.quorum and valid > 0:
+                holding = self._new_holding(owner, token, fence, start + valid)
+                holding.drift_ms = core.drift_ms(self._ttl_ms, self._drift_factor)
+                return holding, tally
+        # Not held: undo wherever it may have been granted, answered or not.
+        undo = sorted(set(tally.granted) | set(tally.errors))
+        if undo:
+            queue_keys, args = self._queue_args(token)
+            await AsyncShield.cleanup(
+                lambda: self._round(RELEASE, queue_keys, [*args, 1], servers=undo)  # quiet
+            )
+        if tally.answered < self.quorum:
+            raise QuorumUnavailable(
+                f"could not acquire lock {self.name!r}: {tally.unavailable()}",
+                name=self.name,
+                errors=tally.errors,
+            )
+        return None, tally
+
+    async def _release_remote(self, holding: Holding) -> None:
+        replies = await self._round(RELEASE, *self._queue_args(holding.token))
+        self._require_quorum("release", replies, holding, count_lost=False)
+
+    async def _set_lease(self, holding: Holding, ttl_ms: int) -> None:
+        start = time.monotonic()
+        replies = await self._round(EXTEND, [holding.key], [holding.token, ttl_ms])
+        self._require_quorum("extend", replies, holding, count_lost=True)
+        valid = core.validity(ttl_ms, time.monotonic() - start, self._drift_factor)
+        if valid <= 0:
+            raise self._mark_lost(holding)
+        holding.extended(start, ttl_ms)
+
+    def _require_quorum(
+        self, action: str, replies: list[Any], holding: Holding, *, count_lost: bool
+    ) -> None:
+        """Raise unless a majority did it: QuorumUnavailable if too few answered, else lost."""
+        done = sum(1 for r in replies if _is_one(r))
+        if done >= self.quorum:
+            return
+        errors = {i: r for i, r in enumerate(replies) if isinstance(r, BaseException)}
+        if len(replies) - len(errors) < self.quorum:
+            tally = core.Tally(n=len(replies), errors=errors)
+            raise QuorumUnavailable(
+                f"could not {action} lock {self.name!r}: {tally.unavailable()}",
+                name=self.name,
+                errors=errors,
+            )
+        if count_lost:
+            raise self._mark_lost(holding)
+        holding.lost = True
+        raise self._lost(f"was lost before {action}: its lease ran out or it was taken")
+
+    def _renew_batch(self) -> RenewBatch:
+        """Renew a batch of Redlocks on all their servers; each counts with a majority."""
+
+        async def renew(due: list[Holding]) -> list[bool] | None:
+            args: list[object] = []
+            for h in due:
+                args += [h.token, h.ttl_ms]
+            start = time.monotonic()
+            replies = await self._round(RENEW, [h.key for h in due], args)
+            answered = [r for r in replies if not isinstance(r, BaseException)]
+            if len(answered) < self.quorum:
+                return None  # cannot tell: try again soon, until the validity runs out
+            elapsed = time.monotonic() - start
+            out = []
+            for j, h in enumerate(due):
+                votes = sum(1 for r in answered if _is_one(r[j]))
+                valid = core.validity(h.ttl_ms, elapsed, self._drift_factor) > 0
+                out.append(votes >= self.quorum and valid)
+            return out
+
+        return renew
+
+    async def _inspect(self, token: bytes) -> tuple[list[int], list[int]]:
+        """Per answering server: pttl; and the pttls of the servers where ``token`` holds."""
+        keys = self._keys
+        replies = await self._round(INSPECT, [keys.lock, keys.fence, keys.queue], [token])
+        errors = {i: r for i, r in enumerate(replies) if isinstance(r, BaseException)}
+        if len(replies) - len(errors) < self.quorum:
+            tally = core.Tally(n=len(replies), errors=errors)
+            raise QuorumUnavailable(
+                f"could not inspect lock {self.name!r}: {tally.unavailable()}",
+                name=self.name,
+                errors=errors,
+            )
+        rows = [[int(x) for x in r] for r in replies if not isinstance(r, BaseException)]
+        return [row[0] for row in rows], [row[0] for row in rows if row[1]]
+
+    def _queue_args(self, token: bytes) -> tuple[list[bytes], list[Any]]:
+        keys = self._keys
+        return [keys.lock, keys.queue, keys.handoff], [token, self._window_ms, keys.channel]
+
+
+def _is_one(reply: Any) -> bool:
+    return not isinstance(reply, BaseException) and reply is not None and int(reply) == 1

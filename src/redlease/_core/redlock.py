@@ -1,0 +1,134 @@
+"""Redlock arithmetic and bookkeeping: quorum, validity, fence merging, client checks.
+
+The algorithm (Redis documentation, "Distributed Locks with Redis"), as redlease runs it:
+
+1. note the start (monotonic clock);
+2. run acquire.lua with one token on all N servers at once, each with its own deadline;
+3. held only if a majority granted and ``validity = ttl - elapsed - drift`` is positive, where
+   ``drift = ttl * drift_factor + 2 ms``;
+4. the fence is the largest counter among the granting servers, written back to them
+   (fence.lua) before the acquire counts: every later majority meets one of them;
+5. otherwise release on every server, including those that did not answer (their reply may
+   have been lost), and wait for a release message or the lease end, then try again.
+
+Waiters queue on every server with the same ticket as score, so all servers agree on who is
+next and a release reserves the same waiter everywhere: no split votes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .lease import ACQUIRED, HELD, decode_acquire
+
+__all__ = ["Tally", "check_clients", "drift_ms", "quorum", "tally", "validity"]
+
+
+def quorum(n: int) -> int:
+    """The majority of ``n`` servers."""
+    return n // 2 + 1
+
+
+def drift_ms(ttl_ms: int, drift_factor: float) -> float:
+    """The clock drift allowance of a lease: ``ttl * drift_factor + 2 ms`` (node-redlock's)."""
+    return ttl_ms * drift_factor + 2
+
+
+def validity(ttl_ms: int, elapsed: float, drift_factor: float) -> float:
+    """Seconds the lock is known to be valid after ``elapsed`` seconds of acquiring."""
+    return (ttl_ms - elapsed * 1000 - drift_ms(ttl_ms, drift_factor)) / 1000
+
+
+@dataclass
+class Tally:
+    """The replies of one round over N servers."""
+
+    n: int
+    granted: dict[int, int] = field(default_factory=dict)  # server -> its fence counter
+    lease_ms: list[int] = field(default_factory=list)  # pttl reported where held by another
+    reserved_ms: list[int] = field(default_factory=list)  # reservation left where reserved
+    errors: dict[int, BaseException] = field(default_factory=dict)
+
+    @property
+    def answered(self) -> int:
+        return self.n - len(self.errors)
+
+    @property
+    def has_quorum(self) -> bool:
+        return len(self.granted) >= quorum(self.n)
+
+    @property
+    def fence(self) -> int:
+        """The merged fence: the largest counter among the granting servers."""
+        return max(self.granted.values())
+
+    def unavailable(self) -> str:
+        """Why fewer than a quorum of servers answered."""
+        reasons = "; ".join(
+            f"server {i}: {type(e).__name__}: {e}" for i, e in sorted(self.errors.items())
+        )
+        return (
+            f"only {self.answered} of {self.n} servers answered (a quorum is {quorum(self.n)}): "
+            f"{reasons}"
+        )
+
+
+def tally(results: Sequence[Any]) -> Tally:
+    """Sort acquire.lua replies (or the exceptions raised instead) per server."""
+    out = Tally(n=len(results))
+    for i, result in enumerate(results):
+        if isinstance(result, BaseException):
+            out.errors[i] = result
+            continue
+        reply = decode_acquire(result)
+        if reply.status == ACQUIRED:
+            out.granted[i] = reply.value
+        elif reply.status == HELD:
+            out.lease_ms.append(reply.value)
+        else:
+            out.reserved_ms.append(reply.value)
+    return out
+
+
+def server_identity(connection_kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """Where a client's connections go: two clients with the same identity are one server."""
+    kw = connection_kwargs
+    return (kw.get("path"), kw.get("host", "localhost"), kw.get("port", 6379), kw.get("db", 0))
+
+
+def check_clients(candidates: Any, kind: type) -> list[Any]:
+    """Refuse an empty list, clients of the wrong kind, and one server given twice."""
+    if isinstance(candidates, (str, bytes)) or not hasattr(candidates, "__iter__"):
+        raise TypeError(f"clients must be a sequence of clients, got {type(candidates).__name__}")
+    clients: list[Any] = list(candidates)
+    if not clients:
+        raise ValueError("clients must not be empty: Redlock needs at least one server")
+    seen: dict[tuple[Any, ...], int] = {}
+    for i, client in enumerate(clients):
+        if not isinstance(client, kind):
+            raise TypeError(
+                f"clients[{i}] must be a {kind.__module__}.{kind.__qualname__}, got "
+                f"{type(client).__module__}.{type(client).__qualname__} "
+                "(sync and asyncio clients cannot be mixed)"
+            )
+        pool: Any = client.connection_pool  # type: ignore[attr-defined]  # checked above
+        identity = server_identity(pool.connection_kwargs)
+        if identity in seen:
+            raise ValueError(
+                f"clients[{i}] is the same server as clients[{seen[identity]}] "
+                f"({identity[1]}:{identity[2]} db {identity[3]}): one server twice would fake "
+                "a quorum"
+            )
+        seen[identity] = i
+    return clients
+
+
+def check_drift_factor(value: Any) -> float:
+    """``drift_factor`` must be a number in [0, 0.5)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"drift_factor must be a number, got {type(value).__name__}")
+    if not 0 <= value < 0.5:
+        raise ValueError(f"drift_factor must be >= 0 and < 0.5, got {value!r}")
+    return float(value)

@@ -1,0 +1,194 @@
+"""Redlock over five real servers (asyncio; tests/_sync/test_redlock.py is generated)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis.asyncio
+
+import redlease.asyncio as redlease
+from redlease._core.keys import LockKeys
+from redlease.server import RedisServer
+from tests.support import AsyncTasks
+
+pytestmark = pytest.mark.timeout(90)
+KEYS = LockKeys.build("redlease", b"res")
+
+
+async def lock_keys_left(clients: list[redis.asyncio.Redis]) -> int:
+    total = 0
+    for c in clients:
+        try:
+            total += int(await c.exists(KEYS.lock))
+        except Exception:  # a stopped server holds nothing we can see
+            pass
+    return total
+
+
+async def test_acquire_release_and_state(async_redlock_clients: list[Any]) -> None:
+    lock = redlease.Redlock(async_redlock_clients, "res", ttl=10.0)
+    assert lock.validity is None and lock.quorum == 3
+    assert await lock.acquire()
+    assert lock.fence == 1
+    validity = lock.validity
+    assert validity is not None and 0 < validity < 10.0
+    assert await lock.owned() and await lock.locked()
+    remaining = await lock.remaining()
+    assert remaining is not None and 0 < remaining < 10.0
+    assert await lock_keys_left(async_redlock_clients) == 5
+    await lock.release()
+    assert not await lock.locked()
+    assert await lock_keys_left(async_redlock_clients) == 0
+
+
+async def test_exclusion_and_increasing_fences_under_contention(
+    async_redlock_clients: list[Any],
+) -> None:
+    inside, fences = 0, []
+
+    async def worker() -> None:
+        nonlocal inside
+        lock = redlease.Redlock(async_redlock_clients, "res", ttl=5.0)
+        for _ in range(10):
+            async with lock:
+                inside += 1
+                assert inside == 1
+                fences.append(lock.fence)
+                await AsyncTasks.sleep(0)
+                inside -= 1
+
+    await AsyncTasks.gather(worker, worker, worker, worker)
+    assert fences == sorted(fences) and len(set(fences)) == 40
+
+
+async def test_contention_returns_false(async_redlock_clients: list[Any]) -> None:
+    holder = redlease.Redlock(async_redlock_clients, "res")
+    await holder.acquire()
+    other = redlease.Redlock(async_redlock_clients, "res")
+    assert await AsyncTasks.run(lambda: other.acquire(timeout=0.2)) is False
+    await holder.release()
+
+
+async def test_two_stopped_servers_do_not_stop_it(
+    async_redlock_clients: list[Any], redlock_servers: list[RedisServer]
+) -> None:
+    redlock_servers[0].stop()
+    redlock_servers[3].stop()
+    lock = redlease.Redlock(async_redlock_clients, "res")
+    assert await lock.acquire(blocking=False)  # one round, despite two dead servers
+    assert await lock.owned()
+    await lock.release()
+
+
+async def test_two_hung_servers_do_not_stop_it(
+    async_redlock_clients: list[Any], redlock_servers: list[RedisServer]
+) -> None:
+    redlock_servers[1].pause()
+    redlock_servers[4].pause()
+    try:
+        lock = redlease.Redlock(async_redlock_clients, "res", server_timeout=0.5)
+        assert await lock.acquire(blocking=False)  # one round: hung servers cost its deadline
+        assert lock.fence == 1
+        await lock.extend()
+        await lock.release()
+    finally:
+        redlock_servers[1].resume()
+        redlock_servers[4].resume()
+
+
+async def test_three_of_five_down_is_quorum_unavailable(
+    async_redlock_clients: list[Any], redlock_servers: list[RedisServer]
+) -> None:
+    for i in (0, 2, 4):
+        redlock_servers[i].stop()
+    lock = redlease.Redlock(async_redlock_clients, "res", timeout=None)
+    with pytest.raises(redlease.QuorumUnavailable, match="only 2 of 5 servers answered") as info:
+        await lock.acquire()
+    assert isinstance(info.value, redlease.LockError)
+    assert sorted(info.value.errors) == [0, 2, 4]
+    with pytest.raises(redlease.QuorumUnavailable):
+        async with lock:
+            pass  # pragma: no cover
+    up = [async_redlock_clients[i] for i in (1, 3)]
+    assert await lock_keys_left(up) == 0  # nothing left behind where it was answered
+
+
+async def test_a_server_restarting_empty_does_not_let_a_second_holder_in(
+    async_redlock_clients: list[Any], redlock_servers: list[RedisServer]
+) -> None:
+    holder = redlease.Redlock(async_redlock_clients, "res", ttl=5.0)
+    await holder.acquire()
+    redlock_servers[2].restart(empty=True)
+    other = redlease.Redlock(async_redlock_clients, "res")
+    assert await AsyncTasks.run(lambda: other.acquire(timeout=0.3)) is False
+    assert await holder.owned()  # four of five still hold it
+    fence = holder.fence or 0
+    await holder.release()
+    async with other:  # and the next holder's fence is still larger
+        assert (other.fence or 0) > fence
+
+
+async def test_a_majority_restarting_empty_is_reported_lost(
+    async_redlock_clients: list[Any], redlock_servers: list[RedisServer]
+) -> None:
+    lost: list[int] = []
+    holder = redlease.Redlock(async_redlock_clients, "res", ttl=0.9, on_lost=lambda: lost.append(1))
+    await holder.acquire()
+    for i in (0, 1, 2):
+        redlock_servers[i].restart(empty=True)
+    for _ in range(200):  # bounded: the watchdog renews every 0.3 s
+        if lost:
+            break
+        await AsyncTasks.sleep(0.02)
+    assert lost == [1]
+    with pytest.raises(redlease.LockLost):
+        await holder.release()
+
+
+async def test_watchdog_keeps_a_redlock(async_redlock_clients: list[Any]) -> None:
+    lock = redlease.Redlock(async_redlock_clients, "res", ttl=0.6)
+    await lock.acquire()
+    await AsyncTasks.sleep(1.5)
+    assert await lock.owned()
+    await lock.release()
+
+
+async def test_one_server_is_a_redlock_too(async_client: redis.asyncio.Redis) -> None:
+    async with redlease.Redlock([async_client], "res") as lock:
+        assert lock.quorum == 1 and lock.fence == 1
+
+
+# -- bad input ------------------------------------------------------------------------------
+async def test_bad_client_lists(
+    async_redlock_clients: list[Any], redlock_servers: list[RedisServer]
+) -> None:
+    with pytest.raises(ValueError, match="clients must not be empty"):
+        redlease.Redlock([], "res")
+    with pytest.raises(TypeError, match="clients must be a sequence"):
+        redlease.Redlock(async_redlock_clients[0], "res")
+    twin = redis.asyncio.Redis(host=redlock_servers[0].host, port=redlock_servers[0].port)
+    with pytest.raises(ValueError, match=r"clients\[5\] is the same server as clients\[0\]"):
+        redlease.Redlock([*async_redlock_clients, twin], "res")
+    await twin.aclose()
+    wrong = AsyncTasks.WRONG_CLIENT()
+    with pytest.raises(TypeError, match=r"clients\[2\] must be a redis.*cannot be mixed"):
+        redlease.Redlock([*async_redlock_clients[:2], wrong], "res")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"drift_factor": -0.1}, ValueError, r"drift_factor must be >= 0 and < 0.5"),
+        ({"drift_factor": 0.5}, ValueError, r"drift_factor must be >= 0 and < 0.5"),
+        ({"drift_factor": "0.01"}, TypeError, "drift_factor must be a number"),
+        ({"server_timeout": 6.0}, ValueError, "server_timeout must be less than half the ttl"),
+        ({"server_timeout": 0}, ValueError, "server_timeout must be > 0"),
+        ({"ttl": -1}, ValueError, "ttl must be > 0"),
+    ],
+)
+async def test_bad_options(
+    async_redlock_clients: list[Any], kwargs: dict[str, Any], error: Any, message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        redlease.Redlock(async_redlock_clients, "res", **kwargs)
