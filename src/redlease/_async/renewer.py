@@ -11,7 +11,6 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
-
 from typing import Any
 
 from redis.exceptions import RedisError
