@@ -22,13 +22,21 @@ SPAWN = multiprocessing.get_context("spawn")
 WORKERS, INCREMENTS = 8, 200
 
 
-def count_with_get_set(url: str, mode: str, locked: bool, start: Any) -> None:
-    """One worker: INCREMENTS read-modify-writes of a shared counter (GET, then SET)."""
+def count_with_get_set(urls: list[str], mode: str, locked: bool, start: Any) -> None:
+    """One worker: INCREMENTS read-modify-writes of a shared counter (GET, then SET).
+
+    The counter lives on the first server; with several URLs the lock is a Redlock over all.
+    """
     if mode == "asyncio":
-        asyncio.run(_count_async(url, locked, start))
+        asyncio.run(_count_async(urls, locked, start))
         return
-    client = redis.Redis.from_url(url)
-    lock = redlease.Lock(client, "counter", ttl=5.0)
+    clients = [redis.Redis.from_url(u) for u in urls]
+    client = clients[0]
+    lock: Any = (
+        redlease.Lock(client, "counter", ttl=5.0)
+        if len(urls) == 1
+        else redlease.Redlock(clients, "counter", ttl=5.0, server_timeout=0.5)
+    )
     start.wait(30)
     for _ in range(INCREMENTS):
         if locked:
@@ -40,9 +48,14 @@ def count_with_get_set(url: str, mode: str, locked: bool, start: Any) -> None:
             lock.release()
 
 
-async def _count_async(url: str, locked: bool, start: Any) -> None:
-    client = redis.asyncio.Redis.from_url(url)
-    lock = redlease.asyncio.Lock(client, "counter", ttl=5.0)
+async def _count_async(urls: list[str], locked: bool, start: Any) -> None:
+    clients = [redis.asyncio.Redis.from_url(u) for u in urls]
+    client = clients[0]
+    lock: Any = (
+        redlease.asyncio.Lock(client, "counter", ttl=5.0)
+        if len(urls) == 1
+        else redlease.asyncio.Redlock(clients, "counter", ttl=5.0, server_timeout=0.5)
+    )
     start.wait(30)
     for _ in range(INCREMENTS):
         if locked:
@@ -52,15 +65,19 @@ async def _count_async(url: str, locked: bool, start: Any) -> None:
         await client.set("counter", value + 1)
         if locked:
             await lock.release()
-    await client.aclose()
+    for c in clients:
+        await c.aclose()
 
 
-def run_counter(server: RedisServer, mode: str, locked: bool) -> int:
-    client = server.client()
-    client.flushall()
+def run_counter(servers: list[RedisServer], mode: str, locked: bool) -> int:
+    for srv in servers:
+        with srv.client() as c:
+            c.flushall()
+    client = servers[0].client()
+    urls = [srv.url for srv in servers]
     start = SPAWN.Event()
     workers = [
-        SPAWN.Process(target=count_with_get_set, args=(server.url, mode, locked, start))
+        SPAWN.Process(target=count_with_get_set, args=(urls, mode, locked, start))
         for _ in range(WORKERS)
     ]
     for w in workers:
@@ -74,13 +91,20 @@ def run_counter(server: RedisServer, mode: str, locked: bool) -> int:
 
 @pytest.mark.parametrize("mode", ["sync", "asyncio"])
 def test_lock_makes_read_modify_write_exact(server: RedisServer, mode: str) -> None:
-    assert run_counter(server, mode, locked=True) == WORKERS * INCREMENTS
+    assert run_counter([server], mode, locked=True) == WORKERS * INCREMENTS
+
+
+@pytest.mark.parametrize("mode", ["sync", "asyncio"])
+def test_redlock_makes_read_modify_write_exact(
+    redlock_servers: list[RedisServer], mode: str
+) -> None:
+    assert run_counter(redlock_servers, mode, locked=True) == WORKERS * INCREMENTS
 
 
 @pytest.mark.parametrize("mode", ["sync", "asyncio"])
 def test_without_the_lock_updates_are_lost(server: RedisServer, mode: str) -> None:
-    """The twin: the same workers without the lock lose updates, so the test above can fail."""
-    assert run_counter(server, mode, locked=False) < WORKERS * INCREMENTS
+    """The twin: the same workers without the lock lose updates, so the tests above can fail."""
+    assert run_counter([server], mode, locked=False) < WORKERS * INCREMENTS
 
 
 def hold_and_report(url: str, name: str, ttl: float, report: Any) -> None:
