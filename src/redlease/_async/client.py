@@ -16,6 +16,7 @@ import redis.asyncio
 from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, ResponseError
 
+from .._core import validate
 from .._core.scripts import Script
 
 __all__ = ["check_client", "private_pool", "run_script"]
@@ -25,12 +26,7 @@ EXPECTED = redis.asyncio.Redis
 
 def check_client(client: Any, arg: str = "client") -> None:
     """Refuse a client of the wrong kind (a sync client here, or anything else)."""
-    if not isinstance(client, EXPECTED):
-        kind = f"{type(client).__module__}.{type(client).__qualname__}"
-        raise TypeError(
-            f"{arg} must be a {EXPECTED.__module__}.{EXPECTED.__qualname__}, got {kind} "
-            "(redis.Redis clients go with redlease, redis.asyncio.Redis with redlease.asyncio)"
-        )
+    validate.client_kind(client, EXPECTED, arg)
 
 
 def private_pool(client: redis.asyncio.Redis, timeout: float | None = None) -> Any:

@@ -13,13 +13,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from redis.exceptions import RedisError
-
 from .._core.lease import Holding
 from .._core.renewals import RenewSchedule
 from .._core.scripts import RENEW
+from .._fanout import AsyncFanOut
 from .._synchronization import AsyncBackground, AsyncEvent
-from .client import run_script
 
 __all__ = ["AsyncRenewer", "RenewBatch", "renew_on"]
 
@@ -28,6 +26,8 @@ RenewBatch = Callable[[list[Holding]], Awaitable["list[bool] | None"]]
 
 RETRY = 0.5
 """Seconds before a renewal that failed (Redis error) is tried again."""
+MIN_WAIT = 0.05
+"""The least time a renewal is given to answer, even when the lease is nearly over."""
 
 
 class AsyncRenewer:
@@ -131,16 +131,22 @@ def _run_lost(callbacks: list[Callable[[], object] | None]) -> None:
 
 
 def renew_on(pool: Any) -> RenewBatch:
-    """The batch renewal of locks on one server: one renew.lua call for the whole batch."""
+    """The batch renewal of locks on one server: one renew.lua call for the whole batch.
+
+    The call is bounded by the shortest lease left in the batch: on a hung server, waiting
+    longer (for the socket timeout) would only learn too late that the lease ran out.
+    """
 
     async def renew(due: list[Holding]) -> list[bool] | None:
         args: list[object] = []
         for h in due:
             args += [h.token, h.ttl_ms]
-        try:
-            replies = await run_script(pool, RENEW, [h.key for h in due], args)
-        except RedisError:
+        left = min(h.expires_at for h in due) - time.monotonic()
+        (reply,) = await AsyncFanOut.run(
+            [(pool, RENEW, [h.key for h in due], args)], max(left, MIN_WAIT)
+        )
+        if isinstance(reply, BaseException):
             return None
-        return [bool(int(r)) for r in replies]
+        return [bool(int(r)) for r in reply]
 
     return renew

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .lease import ACQUIRED, HELD, decode_acquire
+from .validate import client_kind
 
 __all__ = ["Tally", "check_clients", "drift_ms", "quorum", "tally", "validity"]
 
@@ -107,13 +108,8 @@ def check_clients(candidates: Any, kind: type) -> list[Any]:
         raise ValueError("clients must not be empty: Redlock needs at least one server")
     seen: dict[tuple[Any, ...], int] = {}
     for i, client in enumerate(clients):
-        if not isinstance(client, kind):
-            raise TypeError(
-                f"clients[{i}] must be a {kind.__module__}.{kind.__qualname__}, got "
-                f"{type(client).__module__}.{type(client).__qualname__} "
-                "(sync and asyncio clients cannot be mixed)"
-            )
-        pool: Any = client.connection_pool  # type: ignore[attr-defined]  # checked above
+        client_kind(client, kind, f"clients[{i}]")
+        pool: Any = client.connection_pool
         identity = server_identity(pool.connection_kwargs)
         if identity in seen:
             raise ValueError(

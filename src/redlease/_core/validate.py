@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["MAX_TTL", "name", "prefix", "timeout", "ttl_ms", "window_ms"]
+__all__ = ["MAX_TTL", "client_kind", "name", "prefix", "timeout", "ttl_ms", "window_ms"]
 
 MAX_TTL = 30 * 24 * 3600.0
 """The longest lease accepted, in seconds (30 days): longer is almost surely a unit mistake."""
@@ -76,3 +76,13 @@ def prefix(value: Any, arg: str = "prefix") -> str:
     if any(c.isspace() for c in value) or "{" in value or "}" in value:
         raise ValueError(f"{arg} must not contain white space or braces, got {value!r}")
     return value
+
+
+def client_kind(client: Any, expected: type, arg: str = "client") -> None:
+    """Refuse a client that is not an ``expected`` (a sync client for asyncio, or the reverse)."""
+    if not isinstance(client, expected):
+        raise TypeError(
+            f"{arg} must be a {expected.__module__}.{expected.__qualname__}, got "
+            f"{type(client).__module__}.{type(client).__qualname__} "
+            "(redis.Redis clients go with redlease, redis.asyncio.Redis with redlease.asyncio)"
+        )

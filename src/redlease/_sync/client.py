@@ -17,6 +17,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, ResponseError
 
+from .._core import validate
 from .._core.scripts import Script
 
 __all__ = ["check_client", "private_pool", "run_script"]
@@ -26,12 +27,7 @@ EXPECTED = redis.Redis
 
 def check_client(client: Any, arg: str = "client") -> None:
     """Refuse a client of the wrong kind (a sync client here, or anything else)."""
-    if not isinstance(client, EXPECTED):
-        kind = f"{type(client).__module__}.{type(client).__qualname__}"
-        raise TypeError(
-            f"{arg} must be a {EXPECTED.__module__}.{EXPECTED.__qualname__}, got {kind} "
-            "(redis.Redis clients go with redlease, redis.Redis with redlease)"
-        )
+    validate.client_kind(client, EXPECTED, arg)
 
 
 def private_pool(client: redis.Redis, timeout: float | None = None) -> Any:

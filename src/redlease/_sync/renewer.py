@@ -14,13 +14,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from redis.exceptions import RedisError
-
 from .._core.lease import Holding
 from .._core.renewals import RenewSchedule
 from .._core.scripts import RENEW
+from .._fanout import FanOut
 from .._synchronization import Background, Event
-from .client import run_script
 
 __all__ = ["Renewer", "RenewBatch", "renew_on"]
 
@@ -29,6 +27,8 @@ RenewBatch = Callable[[list[Holding]], "list[bool] | None"]
 
 RETRY = 0.5
 """Seconds before a renewal that failed (Redis error) is tried again."""
+MIN_WAIT = 0.05
+"""The least time a renewal is given to answer, even when the lease is nearly over."""
 
 
 class Renewer:
@@ -132,16 +132,22 @@ def _run_lost(callbacks: list[Callable[[], object] | None]) -> None:
 
 
 def renew_on(pool: Any) -> RenewBatch:
-    """The batch renewal of locks on one server: one renew.lua call for the whole batch."""
+    """The batch renewal of locks on one server: one renew.lua call for the whole batch.
+
+    The call is bounded by the shortest lease left in the batch: on a hung server, waiting
+    longer (for the socket timeout) would only learn too late that the lease ran out.
+    """
 
     def renew(due: list[Holding]) -> list[bool] | None:
         args: list[object] = []
         for h in due:
             args += [h.token, h.ttl_ms]
-        try:
-            replies = run_script(pool, RENEW, [h.key for h in due], args)
-        except RedisError:
+        left = min(h.expires_at for h in due) - time.monotonic()
+        (reply,) = FanOut.run(
+            [(pool, RENEW, [h.key for h in due], args)], max(left, MIN_WAIT)
+        )
+        if isinstance(reply, BaseException):
             return None
-        return [bool(int(r)) for r in replies]
+        return [bool(int(r)) for r in reply]
 
     return renew

@@ -1,0 +1,290 @@
+"""Inventory: key layout, the order lifecycle, argument checks and reply decoding.
+
+An inventory is a stock of identical units (one SKU) sold through short holds. Every key of one
+inventory shares the hash tag ``{name}``, so each script touches one Redis Cluster slot. For
+prefix ``redlease`` and name ``sku:1001``::
+
+    redlease:{sku:1001}:stock      HASH  available, reserved, sold, total (units)
+    redlease:{sku:1001}:orders     HASH  order id -> "<state>|<qty>|<deadline ms>|<user>"
+    redlease:{sku:1001}:holds      ZSET  order id -> hold deadline (server ms), reserved orders
+    redlease:{sku:1001}:userholds  ZSET  "<#user>:<user><deadline:015d><order id>", score 0,
+                                         reserved orders: one user's holds by ZRANGEBYLEX
+    redlease:{sku:1001}:users      HASH  user -> units in the user's reserved and sold orders
+
+``stock`` keeps ``available + reserved + sold == total`` after every script, none negative.
+``orders`` is the idempotency record: one field per order id, never deleted (about 40 bytes plus
+the id and user per order). ``holds``, ``userholds`` and ``users`` hold only live data: a
+cancelled, expired or sold order leaves both sorted sets, and a user whose units drop to 0
+leaves ``users``.
+
+The life of an order (:data:`TRANSITIONS`; ``lua/inventory_lib.lua`` has the same table)::
+
+    reserve ──> reserved ──confirm──> sold
+                   │ └─────cancel───> cancelled
+                   └──deadline passed─> expired
+
+A hold is live while the server's ``TIME`` is before its deadline. An order past its deadline is
+expired at once for every reader, and *settled* (its units returned to ``available``) by the
+next script that meets it: ``reserve`` settles at most :data:`SWEEP` expired holds per call,
+oldest first, and before refusing for lack of stock (or of the user's allowance) it settles the
+expired holds that could change that answer, at most as many as the units missing. So a
+refusal never blames a hold that has already expired, and no call does unbounded work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..errors import LimitExceeded, OrderClosed, OrderConflict, OrderNotFound, SoldOut
+from .scripts import Script, load
+
+__all__ = [
+    "CANCEL",
+    "CONFIRM",
+    "MAX_UNITS",
+    "ORDER",
+    "RESERVE",
+    "RESTOCK",
+    "SCRIPTS",
+    "SNAPSHOT",
+    "STATES",
+    "SWEEP",
+    "TRANSITIONS",
+    "InventoryKeys",
+    "Reservation",
+    "State",
+    "Stock",
+    "decode_order",
+    "decode_reply",
+    "decode_stock",
+    "ident",
+    "not_found",
+    "per_user_limit",
+    "units",
+]
+
+SWEEP = 100
+"""Expired holds ``reserve`` settles per call, oldest first (bounded work per call)."""
+
+MAX_UNITS = 10**12
+"""The largest quantity, restock or limit accepted: far beyond any stock, and small enough that
+Lua's floating-point numbers count every unit exactly."""
+
+State = Literal["reserved", "sold", "cancelled", "expired"]
+STATES: tuple[State, ...] = ("reserved", "sold", "cancelled", "expired")
+
+TRANSITIONS: dict[str, dict[State, str]] = {
+    # action -> state of the order -> what happens: a new state, "same" (a no-op that returns
+    # the order) or "closed" (refused with OrderClosed). An expired order's hold is gone, so
+    # cancelling it has nothing left to do; a sold order is never put back on sale by cancel.
+    "confirm": {"reserved": "sold", "sold": "same", "cancelled": "closed", "expired": "closed"},
+    "cancel": {"reserved": "cancelled", "cancelled": "same", "expired": "same", "sold": "closed"},
+}
+"""What ``confirm`` and ``cancel`` do in each state; the scripts implement this table."""
+
+
+@dataclass(frozen=True)
+class InventoryKeys:
+    """The Redis keys of one inventory, in the order every inventory script takes them."""
+
+    stock: bytes
+    orders: bytes
+    holds: bytes
+    userholds: bytes
+    users: bytes
+
+    @classmethod
+    def build(cls, prefix: str, name: bytes) -> InventoryKeys:
+        """Keys for ``name`` (already validated and encoded) under ``prefix``."""
+        base = prefix.encode() + b":{" + name + b"}:"
+        return cls(
+            stock=base + b"stock",
+            orders=base + b"orders",
+            holds=base + b"holds",
+            userholds=base + b"userholds",
+            users=base + b"users",
+        )
+
+    @property
+    def all(self) -> list[bytes]:
+        """KEYS[1..5] of every inventory script."""
+        return [self.stock, self.orders, self.holds, self.userholds, self.users]
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """One order (purchase) as the server saw it when it answered.
+
+    ``expires_at`` is the hold's deadline in server time (seconds since the epoch) while the
+    order is ``reserved``, and the moment it ran out once ``expired``; ``None`` when sold or
+    cancelled. ``expires_in`` is the hold left, in seconds, when the server answered (``None``
+    unless reserved): compare it with your own monotonic clock, not ``expires_at`` with your
+    wall clock. ``changed`` is ``True`` when this call made the change (took the units, sold
+    or released them) and ``False`` when it found the order already so (a retry).
+    Two reservations compare equal when order, user, qty, state and deadline agree.
+    """
+
+    order_id: str
+    user: str
+    qty: int
+    state: State
+    expires_at: float | None
+    expires_in: float | None = field(default=None, compare=False)
+    changed: bool = field(default=False, compare=False)
+
+    @property
+    def live(self) -> bool:
+        """Reserved and not expired when the server answered."""
+        return self.state == "reserved"
+
+
+@dataclass(frozen=True)
+class Stock:
+    """An inventory's counts in units; expired holds count as available.
+
+    ``available + reserved + sold == total`` always holds.
+    """
+
+    available: int
+    reserved: int
+    sold: int
+    total: int
+
+
+# -- argument checks ------------------------------------------------------------------------
+def units(value: Any, arg: str, *, minimum: int = 1) -> int:
+    """A count of units: an ``int`` (not ``bool``) with ``minimum <= value <= MAX_UNITS``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{arg} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{arg} must be >= {minimum}, got {value!r}")
+    if value > MAX_UNITS:
+        raise ValueError(f"{arg} must be at most {MAX_UNITS}, got {value!r}")
+    return value
+
+
+def per_user_limit(value: Any, arg: str = "per_user_limit") -> int:
+    """``None`` (no limit, sent as 0) or a count of units >= 1."""
+    return 0 if value is None else units(value, arg)
+
+
+def ident(value: Any, arg: str) -> str:
+    """A user or order id: a non-empty ``str``."""
+    if not isinstance(value, str):
+        raise TypeError(f"{arg} must be a str, got {type(value).__name__}")
+    if not value:
+        raise ValueError(f"{arg} must not be empty")
+    return value
+
+
+# -- replies --------------------------------------------------------------------------------
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def decode_order(raw: Any, order_id: str) -> Reservation:
+    """``{status, state, qty, deadline ms, now ms, user, changed}`` -> :class:`Reservation`."""
+    try:
+        state = _text(raw[1])
+        qty, deadline, now, changed = int(raw[2]), int(raw[3]), int(raw[4]), int(raw[6])
+        user = _text(raw[5])
+    except (TypeError, ValueError, IndexError, UnicodeDecodeError) as exc:
+        raise ValueError(f"unexpected order reply from an inventory script: {raw!r}") from exc
+    if state not in STATES:
+        raise ValueError(f"unexpected order state from an inventory script: {raw!r}")
+    live = state == "reserved"
+    return Reservation(
+        order_id=order_id,
+        user=user,
+        qty=qty,
+        state=state,
+        expires_at=deadline / 1000 if state in ("reserved", "expired") else None,
+        expires_in=max(deadline - now, 0) / 1000 if live else None,
+        changed=bool(changed),
+    )
+
+
+def decode_stock(raw: Any) -> Stock:
+    """``{"stock", available, reserved, sold, total}`` -> :class:`Stock`."""
+    try:
+        if _text(raw[0]) != "stock":
+            raise ValueError(raw[0])
+        return Stock(int(raw[1]), int(raw[2]), int(raw[3]), int(raw[4]))
+    except (TypeError, ValueError, IndexError) as exc:
+        raise ValueError(f"unexpected stock reply from an inventory script: {raw!r}") from exc
+
+
+def decode_reply(raw: Any, name: str | bytes, order_id: str) -> Reservation | None:
+    """Decode the reply of reserve, confirm, cancel or order: the order, or the refusal raised.
+
+    ``None`` is the order lookup's "no such order"; confirm and cancel raise
+    :class:`~redlease.OrderNotFound` instead (see the shell).
+    """
+    try:
+        status = _text(raw[0])
+    except (TypeError, IndexError) as exc:
+        raise ValueError(f"unexpected reply from an inventory script: {raw!r}") from exc
+    where = f"inventory {name!r}"
+    if status == "order":
+        return decode_order(raw, order_id)
+    if status == "missing":
+        return None
+    if status == "closed":
+        order = decode_order(raw, order_id)
+        raise OrderClosed(
+            f"order {order_id!r} of {where} is {order.state}: it cannot be "
+            f"{'confirmed' if order.state in ('cancelled', 'expired') else 'cancelled'}",
+            name=name,
+            reservation=order,
+        )
+    if status == "conflict":
+        order = decode_order(raw, order_id)
+        raise OrderConflict(
+            f"order id {order_id!r} of {where} is taken by another purchase "
+            f"(user {order.user!r}, qty {order.qty}, {order.state}): "
+            "a retry must repeat the same user and qty",
+            name=name,
+            reservation=order,
+        )
+    try:
+        figures = [int(x) for x in raw[1:]]
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"unexpected reply from an inventory script: {raw!r}") from exc
+    if status == "soldout" and len(figures) == 2:
+        available, requested = figures
+        raise SoldOut(
+            f"{where} is sold out: {available} available, {requested} requested",
+            name=name,
+            available=available,
+            requested=requested,
+        )
+    if status == "limit" and len(figures) == 3:
+        limit, already, requested = figures
+        raise LimitExceeded(
+            f"per-user limit of {where} exceeded: limit {limit}, the user already has "
+            f"{already}, {requested} requested",
+            name=name,
+            limit=limit,
+            already=already,
+            requested=requested,
+        )
+    raise ValueError(f"unexpected reply from an inventory script: {raw!r}")
+
+
+def not_found(name: str | bytes, order_id: str) -> OrderNotFound:
+    """The error of ``confirm`` / ``cancel`` of an order id never reserved."""
+    return OrderNotFound(
+        f"inventory {name!r} has no order {order_id!r}", name=name, order_id=order_id
+    )
+
+
+# -- scripts --------------------------------------------------------------------------------
+_LIB = ("inventory_lib",)
+RESERVE = load("inventory_reserve", prelude=_LIB)
+CONFIRM = load("inventory_confirm", prelude=_LIB)
+CANCEL = load("inventory_cancel", prelude=_LIB)
+RESTOCK = load("inventory_restock", prelude=_LIB)
+SNAPSHOT = load("inventory_snapshot", prelude=_LIB)
+ORDER = load("inventory_order", prelude=_LIB)
+SCRIPTS: tuple[Script, ...] = (RESERVE, CONFIRM, CANCEL, RESTOCK, SNAPSHOT, ORDER)
