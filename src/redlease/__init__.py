@@ -8,12 +8,12 @@
 The asyncio API has the same names in :mod:`redlease.asyncio`.
 """
 
-from ._sync.lock import Lock, RLock
-from ._sync.redlock import Redlock
 from ._core.inventory import Reservation, Stock
 from ._core.ratelimit import RateLimit
 from ._sync.inventory import Inventory
+from ._sync.lock import Lock, RLock
 from ._sync.ratelimit import RateLimiter
+from ._sync.redlock import Redlock
 from .errors import (
     InventoryError,
     InventoryUnavailable,

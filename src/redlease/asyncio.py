@@ -10,11 +10,11 @@ Every method that talks to Redis is a coroutine (``acquire``, ``release``, ``ext
 that acquired them.
 """
 
+from ._async.inventory import AsyncInventory as Inventory
 from ._async.lock import AsyncLock as Lock
 from ._async.lock import AsyncRLock as RLock
-from ._async.redlock import AsyncRedlock as Redlock
-from ._async.inventory import AsyncInventory as Inventory
 from ._async.ratelimit import AsyncRateLimiter as RateLimiter
+from ._async.redlock import AsyncRedlock as Redlock
 from ._core.inventory import Reservation, Stock
 from ._core.ratelimit import RateLimit
 from .errors import (

@@ -12,10 +12,10 @@ prefix ``redlease`` and name ``sku:1001``::
     redlease:{sku:1001}:users      HASH  user -> units in the user's reserved and sold orders
 
 ``stock`` keeps ``available + reserved + sold == total`` after every script, none negative.
-``orders`` is the idempotency record: one field per order id, never deleted (about 40 bytes plus
-the id and user per order). ``holds``, ``userholds`` and ``users`` hold only live data: a
-cancelled, expired or sold order leaves both sorted sets, and a user whose units drop to 0
-leaves ``users``.
+``orders`` is the idempotency record: one field per order id, never deleted (measured on Redis
+7.0: about 100 bytes per order with 14-byte ids and 11-byte user names). ``holds`` and
+``userholds`` hold only live holds: a cancelled, expired or sold order leaves both. ``users``
+keeps buyers with units held or sold (about 60 bytes each); one whose units drop to 0 leaves.
 
 The life of an order (:data:`TRANSITIONS`; ``lua/inventory_lib.lua`` has the same table)::
 
@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import LimitExceeded, OrderClosed, OrderConflict, OrderNotFound, SoldOut
+from . import validate
 from .scripts import Script, load
 
 __all__ = [
@@ -155,13 +156,7 @@ class Stock:
 # -- argument checks ------------------------------------------------------------------------
 def units(value: Any, arg: str, *, minimum: int = 1) -> int:
     """A count of units: an ``int`` (not ``bool``) with ``minimum <= value <= MAX_UNITS``."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{arg} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{arg} must be >= {minimum}, got {value!r}")
-    if value > MAX_UNITS:
-        raise ValueError(f"{arg} must be at most {MAX_UNITS}, got {value!r}")
-    return value
+    return validate.count(value, arg, minimum=minimum, maximum=MAX_UNITS)
 
 
 def per_user_limit(value: Any, arg: str = "per_user_limit") -> int:

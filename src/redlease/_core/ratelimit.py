@@ -41,6 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from . import validate
 from .scripts import Script, load
 
 __all__ = [
@@ -87,11 +88,7 @@ class RateLimit:
 
 # -- argument checks ------------------------------------------------------------------------
 def _count(value: Any, arg: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{arg} must be an int, got {type(value).__name__}")
-    if not 1 <= value <= MAX_COUNT:
-        raise ValueError(f"{arg} must be >= 1 and at most {MAX_COUNT}, got {value!r}")
-    return value
+    return validate.count(value, arg, maximum=MAX_COUNT)
 
 
 def limit(value: Any, arg: str = "limit") -> int:

@@ -1,0 +1,148 @@
+"""Inventory: a stock of units sold through short, server-timed holds (a flash sale)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis.asyncio
+from redis.exceptions import RedisError
+
+from .._core import inventory as core
+from .._core import validate
+from .._core.inventory import InventoryKeys, Reservation, Stock
+from .._core.scripts import Script
+from ..errors import InventoryUnavailable
+from .client import check_client, run_script
+from .runtime import runtime_for
+
+__all__ = ["AsyncInventory"]
+
+
+class AsyncInventory:
+    """A stock of identical units (one SKU), reserved, confirmed and cancelled atomically.
+
+    ``Inventory(client, "sku:1001")``; ``restock(100)``; then per purchase
+    ``reserve(user=..., order_id=..., qty=1, hold=300.0, per_user_limit=1)`` holds units for
+    ``hold`` seconds, ``confirm(order_id)`` sells them (payment went through) and
+    ``cancel(order_id)`` puts them back. A hold that is neither confirmed nor cancelled by its
+    deadline expires and its units return to stock. Each call is one Lua script, one round
+    trip; key layout and lifecycle are described in :mod:`redlease._core.inventory`.
+
+    Guaranteed, while the server keeps its data:
+
+    * ``available + reserved + sold == total`` at every moment, none negative: no unit is
+      sold twice, none is lost;
+    * an order id names one purchase forever: ``reserve`` with a known id returns that order
+      in its current state (reserved, sold, cancelled or expired) and never takes more units,
+      so a request retried after a timeout or a crash is safe;
+    * ``per_user_limit`` counts the units of the user's live holds and sold orders;
+    * hold deadlines follow the server's clock (``TIME``), never a client's;
+    * a refusal (:class:`~redlease.SoldOut`, :class:`~redlease.LimitExceeded`) never counts a
+      hold that has already expired;
+    * a Redis failure raises :class:`~redlease.InventoryUnavailable` with the cause chained.
+
+    Not guaranteed: that a hold survives a failover to a replica that had not received it
+    (replication is asynchronous), nor exact deadlines when the server's clock jumps.
+    """
+
+    def __init__(
+        self, client: redis.asyncio.Redis, name: str | bytes, *, prefix: str = "redlease"
+    ) -> None:
+        """Describe an inventory; nothing is sent to Redis until a method is called.
+
+        :param client: your redis-py client.
+        :param name: the inventory's name (str or bytes), e.g. the SKU; keys are
+            ``<prefix>:{<name>}:...``.
+        :param prefix: the key prefix (no white space or braces).
+        """
+        check_client(client)
+        self._client = client
+        self.name = name
+        self._keys = InventoryKeys.build(validate.prefix(prefix), validate.name(name))
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+    async def restock(self, qty: int) -> Stock:
+        """Add ``qty`` units (int >= 0) to the stock; returns the counts after it."""
+        units = core.units(qty, "qty", minimum=0)
+        return core.decode_stock(await self._run(core.RESTOCK, [units], "restock"))
+
+    async def reserve(
+        self,
+        *,
+        user: str,
+        order_id: str,
+        qty: int = 1,
+        hold: float = 300.0,
+        per_user_limit: int | None = None,
+    ) -> Reservation:
+        """Hold ``qty`` units for order ``order_id`` of ``user`` for ``hold`` seconds.
+
+        Returns the :class:`~redlease.Reservation`: the new one (``changed`` is True), or, for
+        an order id seen before, that order in its current state (``changed`` is False), also
+        if it was cancelled or has expired since; a known id never takes more units.
+        Raises, in this order of checks: :class:`~redlease.OrderConflict` when the id belongs
+        to a purchase of another user or qty, :class:`~redlease.LimitExceeded` when the user's
+        live and sold units plus ``qty`` would pass ``per_user_limit`` (``None``: no limit),
+        :class:`~redlease.SoldOut` when fewer than ``qty`` units are available.
+        """
+        args = [
+            core.ident(order_id, "order_id"),
+            core.ident(user, "user"),
+            core.units(qty, "qty"),
+            validate.ttl_ms(hold, "hold"),
+            core.per_user_limit(per_user_limit),
+        ]
+        reservation = await self._order(core.RESERVE, args, "reserve", order_id)
+        if reservation is None:  # pragma: no cover - the script never answers "missing"
+            raise ValueError("unexpected reply from inventory_reserve.lua: missing")
+        return reservation
+
+    async def confirm(self, order_id: str) -> Reservation:
+        """Sell a reserved order (after payment); returns it, now ``sold``.
+
+        Confirming a sold order again returns it unchanged. Raises
+        :class:`~redlease.OrderClosed` if the order expired or was cancelled (nothing is sold:
+        refund, or reserve anew) and :class:`~redlease.OrderNotFound` for an unknown id.
+        """
+        return await self._required(core.CONFIRM, "confirm", order_id)
+
+    async def cancel(self, order_id: str) -> Reservation:
+        """Release a reserved order: its units return to stock; returns it, now ``cancelled``.
+
+        Cancelling a cancelled or expired order returns it unchanged (its units are already
+        back). Raises :class:`~redlease.OrderClosed` for a sold order (a refund is not a
+        cancel) and :class:`~redlease.OrderNotFound` for an unknown id.
+        """
+        return await self._required(core.CANCEL, "cancel", order_id)
+
+    async def order(self, order_id: str) -> Reservation | None:
+        """The order ``order_id`` as it stands now (read-only), or ``None`` if unknown."""
+        return await self._order(core.ORDER, [core.ident(order_id, "order_id")], "read", order_id)
+
+    async def snapshot(self) -> Stock:
+        """The counts now, read atomically (read-only); expired holds count as available."""
+        return core.decode_stock(await self._run(core.SNAPSHOT, [], "read"))
+
+    # -- plumbing ---------------------------------------------------------------------------
+    async def _required(self, script: Script, action: str, order_id: str) -> Reservation:
+        args = [core.ident(order_id, "order_id")]
+        reservation = await self._order(script, args, action, order_id)
+        if reservation is None:
+            raise core.not_found(self.name, order_id)
+        return reservation
+
+    async def _order(
+        self, script: Script, args: list[Any], action: str, order_id: str
+    ) -> Reservation | None:
+        return core.decode_reply(await self._run(script, args, action), self.name, order_id)
+
+    async def _run(self, script: Script, args: list[Any], action: str) -> Any:
+        try:
+            return await run_script(runtime_for(self._client).pool, script, self._keys.all, args)
+        except RedisError as exc:
+            raise InventoryUnavailable(
+                f"could not {action} inventory {self.name!r}: Redis failed: {exc}",
+                name=self.name,
+            ) from exc

@@ -1,0 +1,52 @@
+-- inventory_reserve.lua: hold `qty` units for order `id` of `user`, in one round trip.
+--
+-- KEYS[1..5] stock, orders, holds, userholds, users (see inventory_lib.lua)
+-- ARGV[1] order id   names one purchase forever
+-- ARGV[2] user       who buys
+-- ARGV[3] qty        units (integer >= 1)
+-- ARGV[4] hold       ms the units stay held for payment (integer >= 1)
+-- ARGV[5] limit      the user's limit in units of live holds and sold orders; 0: none
+-- Returns {"order", ...}     the reservation: new (changed = 1), or the known order (0)
+--         {"conflict", ...}  the id belongs to another purchase (other user or qty)
+--         {"limit", limit, already, requested}
+--         {"soldout", available, requested}
+-- Checks in this order: known order id, user limit, stock. Nothing is taken on a refusal.
+local id, user, qty = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local hold_ms, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
+local now = now_ms()
+settle_oldest(now, SWEEP)
+
+-- 1. A known order id is the same purchase again (a retry): answer it, never take more,
+--    whatever its state, also after it was cancelled or expired.
+local o = read_order(id)
+if o then
+  settle(id, o, now)
+  if o.user ~= user or o.qty ~= qty then return order_reply('conflict', o, now, 0) end
+  return order_reply('order', o, now, 0)
+end
+
+-- 2. The user's limit. Before refusing, settle the user's own expired holds (at most as many
+--    as the units missing: each frees one unit or more), so that no expired hold counts.
+if limit > 0 then
+  local already = tonumber(redis.call('HGET', K.users, user) or '0')
+  while already + qty > limit do
+    local freed, seen = settle_user(user, now, already + qty - limit)
+    if seen == 0 then break end
+    already = already - freed
+  end
+  if already + qty > limit then return {'limit', limit, already, qty} end
+end
+
+-- 3. The stock, likewise: settle expired holds (at most as many as the units missing)
+--    before answering sold out.
+local available = tonumber(redis.call('HGET', K.stock, 'available') or '0')
+while available < qty do
+  local freed, seen = settle_oldest(now, qty - available)
+  if seen == 0 then break end
+  available = available + freed
+end
+if available < qty then return {'soldout', available, qty} end
+
+-- The one safety-critical step: available >= qty was read in this same script, so the
+-- count cannot go negative and no unit is held twice.
+return order_reply('order', hold(id, user, qty, now + hold_ms), now, 1)

@@ -1,0 +1,493 @@
+"""Inventory against a real server (asyncio; tests/_sync/test_inventory.py is generated)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import redis.asyncio
+from redis.exceptions import ConnectionError, TimeoutError
+
+import redlease.asyncio as redlease
+from redlease._core.inventory import SWEEP, TRANSITIONS, InventoryKeys
+from tests.support import AsyncTasks
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def keys(name: str) -> InventoryKeys:
+    return InventoryKeys.build("redlease", name.encode())
+
+
+async def wait_until(predicate: Any, limit: float = 10.0) -> bool:
+    """Poll ``predicate`` (bounded) until true; returns its last value."""
+    for _ in range(int(limit / 0.02)):
+        if await predicate():
+            return True
+        await AsyncTasks.sleep(0.02)
+    return bool(await predicate())
+
+
+async def stocked(client: redis.asyncio.Redis, units: int, name: str = "sku:1") -> Any:
+    inv = redlease.Inventory(client, name)
+    await inv.restock(units)
+    return inv
+
+
+async def expired(inv: Any, order_id: str) -> bool:
+    order = await inv.order(order_id)
+    return order is not None and order.state == "expired"
+
+
+async def raw_stock(client: redis.asyncio.Redis, name: str = "sku:1") -> dict[str, int]:
+    """The stock hash as stored (expired holds not yet settled still count as reserved)."""
+    raw = await client.hgetall(keys(name).stock)
+    return {k.decode(): int(v) for k, v in raw.items()}
+
+
+# -- the basics -----------------------------------------------------------------------------
+async def test_restock_reserve_confirm_cancel_and_snapshot(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    inv = redlease.Inventory(async_client, "sku:1001")
+    assert await inv.snapshot() == redlease.Stock(available=0, reserved=0, sold=0, total=0)
+    assert await inv.restock(100) == redlease.Stock(100, 0, 0, 100)
+    assert await inv.restock(0) == redlease.Stock(100, 0, 0, 100)
+
+    res = await inv.reserve(user="u1", qty=1, order_id="o-1", hold=300.0, per_user_limit=1)
+    assert (res.order_id, res.user, res.qty, res.state, res.changed) == (
+        "o-1",
+        "u1",
+        1,
+        "reserved",
+        True,
+    )
+    assert res.live
+    assert await inv.snapshot() == redlease.Stock(99, 1, 0, 100)
+
+    sold = await inv.confirm("o-1")
+    assert (sold.state, sold.expires_at, sold.expires_in, sold.changed) == (
+        "sold",
+        None,
+        None,
+        True,
+    )
+    assert await inv.snapshot() == redlease.Stock(99, 0, 1, 100)
+
+    await inv.reserve(user="u2", qty=3, order_id="o-2")
+    assert await inv.snapshot() == redlease.Stock(96, 3, 1, 100)
+    cancelled = await inv.cancel("o-2")
+    assert (cancelled.state, cancelled.expires_at, cancelled.changed) == ("cancelled", None, True)
+    assert await inv.snapshot() == redlease.Stock(99, 0, 1, 100)
+    assert await inv.restock(5) == redlease.Stock(104, 0, 1, 105)
+
+
+async def test_hold_deadline_is_server_time(async_client: redis.asyncio.Redis) -> None:
+    inv = await stocked(async_client, 1)
+    seconds, micros = await async_client.time()
+    before = seconds + micros / 1e6
+    res = await inv.reserve(user="u1", order_id="o-1", hold=30.0)
+    seconds, micros = await async_client.time()
+    after = seconds + micros / 1e6
+    assert res.expires_at is not None and res.expires_in is not None
+    assert before + 30.0 - 0.002 <= res.expires_at <= after + 30.0 + 0.002
+    assert 29.0 < res.expires_in <= 30.0
+    deadline = await async_client.zscore(keys("sku:1").holds, "o-1")
+    assert deadline == round(res.expires_at * 1000)
+
+
+async def test_order_lookup(async_client: redis.asyncio.Redis) -> None:
+    inv = await stocked(async_client, 2)
+    assert await inv.order("nope") is None
+    res = await inv.reserve(user="u1", order_id="o-1", qty=2)
+    assert await inv.order("o-1") == res
+    await inv.confirm("o-1")
+    looked = await inv.order("o-1")
+    assert looked is not None and looked.state == "sold" and not looked.changed
+
+
+# -- idempotency ----------------------------------------------------------------------------
+async def test_retried_reserve_returns_the_same_reservation(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    inv = await stocked(async_client, 10)
+    first = await inv.reserve(user="u1", order_id="o-1", qty=2, per_user_limit=2)
+    again = await inv.reserve(user="u1", order_id="o-1", qty=2, per_user_limit=2)
+    assert again == first
+    assert first.changed and not again.changed
+    # a known order id is answered before the limit and the stock are looked at
+    await inv.reserve(user="u2", order_id="o-2", qty=8)
+    assert (await inv.snapshot()).available == 0
+    assert await inv.reserve(user="u1", order_id="o-1", qty=2, per_user_limit=1) == first
+    assert await inv.snapshot() == redlease.Stock(0, 10, 0, 10)
+
+
+async def test_concurrent_retries_take_one_item(async_client: redis.asyncio.Redis) -> None:
+    inv = await stocked(async_client, 5)
+
+    async def attempt() -> Any:
+        return await inv.reserve(user="u1", order_id="o-1", qty=1)
+
+    results = await AsyncTasks.gather(*[attempt] * 20)
+    assert sum(r.changed for r in results) == 1
+    assert len(set(results)) == 1
+    assert await inv.snapshot() == redlease.Stock(4, 1, 0, 5)
+
+
+@pytest.mark.parametrize("end", ["sold", "cancelled", "expired"])
+async def test_a_closed_order_id_never_takes_a_second_item(
+    async_client: redis.asyncio.Redis, end: str
+) -> None:
+    inv = await stocked(async_client, 3)
+    await inv.reserve(user="u1", order_id="o-1", hold=0.2 if end == "expired" else 60.0)
+    if end == "sold":
+        await inv.confirm("o-1")
+    elif end == "cancelled":
+        await inv.cancel("o-1")
+    else:
+        assert await wait_until(lambda: expired(inv, "o-1"))
+    for _ in range(3):
+        again = await inv.reserve(user="u1", order_id="o-1")
+        assert (again.state, again.changed) == (end, False)
+    sold = 1 if end == "sold" else 0
+    assert await inv.snapshot() == redlease.Stock(3 - sold, 0, sold, 3)
+
+
+async def test_reusing_an_order_id_for_another_purchase_is_a_conflict(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    inv = await stocked(async_client, 5)
+    first = await inv.reserve(user="u1", order_id="o-1", qty=2)
+    for user, qty in (("u2", 2), ("u1", 1)):
+        with pytest.raises(redlease.OrderConflict, match=r"'o-1'.*user 'u1', qty 2") as info:
+            await inv.reserve(user=user, order_id="o-1", qty=qty)
+        assert info.value.reservation == first
+        assert (info.value.order_id, info.value.state) == ("o-1", "reserved")
+        assert isinstance(info.value, redlease.InventoryError)
+    assert await inv.snapshot() == redlease.Stock(3, 2, 0, 5)
+
+
+# -- the per-user limit ---------------------------------------------------------------------
+async def test_per_user_limit_counts_units_of_live_and_sold_orders(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    inv = await stocked(async_client, 10)
+    await inv.reserve(user="u1", order_id="o-1", qty=2, per_user_limit=3)
+    with pytest.raises(redlease.LimitExceeded) as info:
+        await inv.reserve(user="u1", order_id="o-2", qty=2, per_user_limit=3)
+    assert (info.value.limit, info.value.already, info.value.requested) == (3, 2, 2)
+    assert "limit 3" in str(info.value) and "already has 2" in str(info.value)
+    assert "2 requested" in str(info.value)
+    assert isinstance(info.value, redlease.InventoryError)
+    assert isinstance(info.value, redlease.RedleaseError)
+
+    await inv.reserve(user="u1", order_id="o-3", qty=1, per_user_limit=3)
+    await inv.confirm("o-1")  # sold units still count
+    with pytest.raises(redlease.LimitExceeded) as info:
+        await inv.reserve(user="u1", order_id="o-4", qty=1, per_user_limit=3)
+    assert info.value.already == 3
+    await inv.cancel("o-3")  # cancelled units do not
+    await inv.reserve(user="u1", order_id="o-4", qty=1, per_user_limit=3)
+    # other users, and calls without a limit, are not affected
+    await inv.reserve(user="u2", order_id="o-5", qty=3, per_user_limit=3)
+    await inv.reserve(user="u1", order_id="o-6", qty=1)
+    assert await inv.snapshot() == redlease.Stock(3, 5, 2, 10)
+
+
+async def test_expired_holds_do_not_count_against_the_limit(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    inv = await stocked(async_client, 5)
+    await inv.reserve(user="u1", order_id="o-1", qty=2, hold=0.2, per_user_limit=2)
+    with pytest.raises(redlease.LimitExceeded):
+        await inv.reserve(user="u1", order_id="o-2", qty=1, hold=0.2, per_user_limit=2)
+    assert await wait_until(lambda: expired(inv, "o-1"))
+    res = await inv.reserve(user="u1", order_id="o-2", qty=2, per_user_limit=2)
+    assert res.changed
+
+
+async def test_limit_is_checked_before_stock(async_client: redis.asyncio.Redis) -> None:
+    inv = await stocked(async_client, 1)
+    await inv.reserve(user="u1", order_id="o-1")
+    with pytest.raises(redlease.LimitExceeded):
+        await inv.reserve(user="u1", order_id="o-2", per_user_limit=1)
+    with pytest.raises(redlease.SoldOut):
+        await inv.reserve(user="u1", order_id="o-2", per_user_limit=2)
+
+
+async def test_odd_user_and_order_ids_are_kept_apart(async_client: redis.asyncio.Redis) -> None:
+    inv = await stocked(async_client, 20)
+    users = ["a", "1:a", "a|b", "a\x00", "ä", "a" * 20]
+    for i, user in enumerate(users):
+        await inv.reserve(user=user, order_id=f"{user}|{i}\x00", qty=2, per_user_limit=2)
+    for i, user in enumerate(users):
+        res = await inv.order(f"{user}|{i}\x00")
+        assert res is not None and (res.user, res.qty) == (user, 2)
+        with pytest.raises(redlease.LimitExceeded) as info:
+            await inv.reserve(user=user, order_id=f"more-{i}", per_user_limit=2)
+        assert info.value.already == 2
+        await inv.cancel(f"{user}|{i}\x00")
+    assert await inv.snapshot() == redlease.Stock(20, 0, 0, 20)
+
+
+# -- stock ----------------------------------------------------------------------------------
+async def test_sold_out_says_what_is_left(async_client: redis.asyncio.Redis) -> None:
+    inv = await stocked(async_client, 3)
+    await inv.reserve(user="u1", order_id="o-1", qty=2)
+    with pytest.raises(redlease.SoldOut) as info:
+        await inv.reserve(user="u2", order_id="o-2", qty=2)
+    assert (info.value.available, info.value.requested) == (1, 2)
+    assert "1 available, 2 requested" in str(info.value)
+    assert info.value.name == "sku:1"
+    assert await inv.order("o-2") is None  # a refused order id is not recorded
+    assert (await inv.reserve(user="u2", order_id="o-2", qty=1)).changed
+
+
+async def test_concurrent_buyers_never_oversell(async_client: redis.asyncio.Redis) -> None:
+    inv = await stocked(async_client, 10)
+
+    def buyer(i: int) -> Any:
+        async def buy() -> bool:
+            try:
+                await inv.reserve(user=f"u{i}", order_id=f"o-{i}")
+            except redlease.SoldOut:
+                return False
+            return True
+
+        return buy
+
+    results = await AsyncTasks.gather(*(buyer(i) for i in range(40)))
+    assert sum(results) == 10
+    assert await inv.snapshot() == redlease.Stock(0, 10, 0, 10)
+
+
+# -- expiry ---------------------------------------------------------------------------------
+async def test_expired_holds_return_to_stock(async_client: redis.asyncio.Redis) -> None:
+    inv = await stocked(async_client, 3)
+    res = await inv.reserve(user="u1", order_id="o-1", qty=2, hold=0.2)
+    assert await inv.snapshot() == redlease.Stock(1, 2, 0, 3)
+
+    async def back() -> bool:
+        return (await inv.snapshot()).available == 3
+
+    assert await wait_until(back)
+    # snapshot and order are read-only: nothing was settled in Redis yet
+    assert await raw_stock(async_client) == {"available": 1, "reserved": 2, "total": 3}
+    gone = await inv.order("o-1")
+    assert gone is not None and gone.state == "expired" and gone.expires_at == res.expires_at
+    # the next write settles it
+    await inv.reserve(user="u2", order_id="o-2", qty=3)
+    assert await raw_stock(async_client) == {"available": 0, "reserved": 3, "total": 3}
+    assert await async_client.zscore(keys("sku:1").holds, "o-1") is None
+
+
+async def test_confirm_after_the_deadline_is_refused_and_returns_the_units(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    inv = await stocked(async_client, 1)
+    await inv.reserve(user="u1", order_id="o-1", hold=0.2)
+    assert await wait_until(lambda: expired(inv, "o-1"))
+    with pytest.raises(redlease.OrderClosed, match=r"'o-1'.*expired") as info:
+        await inv.confirm("o-1")
+    assert info.value.state == "expired"
+    assert await inv.snapshot() == redlease.Stock(1, 0, 0, 1)
+    assert await raw_stock(async_client) == {"available": 1, "reserved": 0, "total": 1}
+
+
+async def create_expired_holds(inv: Any, count: int, user: str | None) -> None:
+    """``count`` holds of one unit (of ``user``, or each of its own user), all expired."""
+    for i in range(count):
+        await inv.reserve(user=user or f"u{i}", order_id=f"bulk-{i}", hold=1.0)
+    assert await wait_until(lambda: expired(inv, f"bulk-{count - 1}"))
+
+
+async def test_a_refusal_first_settles_every_expired_hold_it_needs(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    """More holds expired than one call sweeps: reserve still sees all the stock."""
+    count = SWEEP + 50
+    inv = await stocked(async_client, count)
+    await create_expired_holds(inv, count, None)
+    assert await async_client.zcard(keys("sku:1").holds) == count  # none settled yet
+    assert (await inv.snapshot()).available == count
+    res = await inv.reserve(user="big", order_id="all", qty=count)
+    assert res.changed
+    assert await inv.snapshot() == redlease.Stock(0, count, 0, count)
+
+
+async def test_a_limit_refusal_first_settles_the_users_expired_holds(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    count = SWEEP + 20
+    inv = await stocked(async_client, count + 1)
+    await create_expired_holds(inv, count, "u1")
+    res = await inv.reserve(user="u1", order_id="one-more", per_user_limit=1)
+    assert res.changed
+    assert await async_client.hget(keys("sku:1").users, "u1") == b"1"
+
+
+# -- confirm and cancel in every state ------------------------------------------------------
+async def order_in_state(inv: Any, state: str) -> str:
+    order_id = f"o-{state}"
+    await inv.reserve(user="u1", order_id=order_id, hold=0.2 if state == "expired" else 60.0)
+    if state == "sold":
+        await inv.confirm(order_id)
+    elif state == "cancelled":
+        await inv.cancel(order_id)
+    elif state == "expired":
+        assert await wait_until(lambda: expired(inv, order_id))
+    return order_id
+
+
+@pytest.mark.parametrize(
+    ("action", "state"),
+    [(action, state) for action, table in TRANSITIONS.items() for state in table],
+)
+async def test_confirm_and_cancel_follow_the_transition_table(
+    async_client: redis.asyncio.Redis, action: str, state: Any
+) -> None:
+    inv = await stocked(async_client, 1)
+    order_id = await order_in_state(inv, state)
+    outcome = TRANSITIONS[action][state]
+    method = getattr(inv, action)
+    if outcome == "closed":
+        with pytest.raises(redlease.OrderClosed) as info:
+            await method(order_id)
+        assert info.value.state == state and info.value.order_id == order_id
+    else:
+        res = await method(order_id)
+        assert res.state == (state if outcome == "same" else outcome)
+        assert res.changed == (outcome != "same")
+        again = await method(order_id)  # twice is a no-op
+        assert again == res and not again.changed
+    end = await inv.order(order_id)
+    sold = 1 if end is not None and end.state == "sold" else 0
+    assert await inv.snapshot() == redlease.Stock(1 - sold, 0, sold, 1)
+
+
+@pytest.mark.parametrize("action", ["confirm", "cancel"])
+async def test_unknown_order_is_not_found(async_client: redis.asyncio.Redis, action: str) -> None:
+    inv = await stocked(async_client, 1)
+    with pytest.raises(redlease.OrderNotFound, match="no order 'nope'") as info:
+        await getattr(inv, action)("nope")
+    assert info.value.order_id == "nope"
+    assert isinstance(info.value, redlease.InventoryError)
+
+
+# -- key layout -----------------------------------------------------------------------------
+async def test_keys_share_one_hash_tag_and_hold_only_live_data(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    inv = redlease.Inventory(async_client, b"\xffsku", prefix="shop")
+    await inv.restock(3)
+    await inv.reserve(user="u1", order_id="o-1")
+    await inv.reserve(user="u2", order_id="o-2")
+    names = {k for k in await async_client.keys("*")}
+    assert names == {
+        b"shop:{\xffsku}:" + suffix
+        for suffix in (b"stock", b"orders", b"holds", b"userholds", b"users")
+    }
+    await inv.confirm("o-1")
+    await inv.cancel("o-2")
+    # the holds are gone; the orders stay (idempotency), and so do u1's sold units
+    assert set(await async_client.keys("*")) == {
+        b"shop:{\xffsku}:stock",
+        b"shop:{\xffsku}:orders",
+        b"shop:{\xffsku}:users",
+    }
+    assert await async_client.hgetall(b"shop:{\xffsku}:users") == {b"u1": b"1"}
+
+
+# -- bad input ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("kwargs", "error", "arg"),
+    [
+        ({"qty": 0}, ValueError, "qty"),
+        ({"qty": -1}, ValueError, "qty"),
+        ({"qty": 10**13}, ValueError, "qty"),
+        ({"qty": 1.5}, TypeError, "qty"),
+        ({"qty": "1"}, TypeError, "qty"),
+        ({"qty": None}, TypeError, "qty"),
+        ({"qty": True}, TypeError, "qty"),
+        ({"user": ""}, ValueError, "user"),
+        ({"user": None}, TypeError, "user"),
+        ({"user": b"u1"}, TypeError, "user"),
+        ({"order_id": ""}, ValueError, "order_id"),
+        ({"order_id": 7}, TypeError, "order_id"),
+        ({"hold": 0}, ValueError, "hold"),
+        ({"hold": -1.0}, ValueError, "hold"),
+        ({"hold": math.nan}, ValueError, "hold"),
+        ({"hold": math.inf}, ValueError, "hold"),
+        ({"hold": "5"}, TypeError, "hold"),
+        ({"per_user_limit": 0}, ValueError, "per_user_limit"),
+        ({"per_user_limit": 1.0}, TypeError, "per_user_limit"),
+        ({"per_user_limit": True}, TypeError, "per_user_limit"),
+    ],
+)
+async def test_bad_reserve_arguments_are_refused_before_redis(
+    async_client: redis.asyncio.Redis, kwargs: dict[str, Any], error: type, arg: str
+) -> None:
+    inv = redlease.Inventory(async_client, "sku:1")
+    call: dict[str, Any] = {"user": "u1", "order_id": "o-1", "qty": 1, **kwargs}
+    with pytest.raises(error, match=f"^{arg} "):
+        await inv.reserve(**call)
+    assert await async_client.keys("*") == []
+
+
+@pytest.mark.parametrize(
+    ("qty", "error"), [(-1, ValueError), (1.5, TypeError), (True, TypeError), ("3", TypeError)]
+)
+async def test_bad_restock_is_refused(
+    async_client: redis.asyncio.Redis, qty: Any, error: type
+) -> None:
+    inv = redlease.Inventory(async_client, "sku:1")
+    with pytest.raises(error, match=r"^qty "):
+        await inv.restock(qty)
+    assert await async_client.keys("*") == []
+
+
+@pytest.mark.parametrize("method", ["confirm", "cancel", "order"])
+@pytest.mark.parametrize(("order_id", "error"), [("", ValueError), (None, TypeError)])
+async def test_bad_order_ids_are_refused(
+    async_client: redis.asyncio.Redis, method: str, order_id: Any, error: type
+) -> None:
+    inv = redlease.Inventory(async_client, "sku:1")
+    with pytest.raises(error, match=r"^order_id "):
+        await getattr(inv, method)(order_id)
+
+
+async def test_bad_constructor_arguments(async_client: redis.asyncio.Redis) -> None:
+    with pytest.raises(ValueError, match=r"^name "):
+        redlease.Inventory(async_client, "")
+    with pytest.raises(TypeError, match=r"^name "):
+        redlease.Inventory(async_client, 1001)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^prefix "):
+        redlease.Inventory(async_client, "sku", prefix="a{b}")
+    with pytest.raises(TypeError, match="client must be a redis"):
+        redlease.Inventory(AsyncTasks.WRONG_CLIENT(), "sku")  # type: ignore[arg-type]
+
+
+# -- outages --------------------------------------------------------------------------------
+async def test_outage_raises_inventory_unavailable(make_server: Any) -> None:
+    srv = make_server()
+    client = redis.asyncio.Redis(host=srv.host, port=srv.port, socket_timeout=0.5)
+    inv = redlease.Inventory(client, "down")
+    await inv.restock(1)
+    srv.stop()
+    calls = [
+        ("reserve", lambda: inv.reserve(user="u1", order_id="o-1")),
+        ("confirm", lambda: inv.confirm("o-1")),
+        ("cancel", lambda: inv.cancel("o-1")),
+        ("restock", lambda: inv.restock(1)),
+        ("read", inv.snapshot),
+        ("read", lambda: inv.order("o-1")),
+    ]
+    for action, call in calls:
+        with pytest.raises(
+            redlease.InventoryUnavailable, match=f"could not {action} inventory 'down'"
+        ) as info:
+            await call()
+        assert isinstance(info.value.__cause__, (ConnectionError, TimeoutError, OSError))
+        assert isinstance(info.value, redlease.InventoryError)
+    await client.aclose()
