@@ -25,7 +25,6 @@ SUBS = [
     (r"\bAsync([A-Z][A-Za-z0-9_]*)", r"\1"),
     (r"\basync def\b", "def"),
     (r"\basync with\b", "with"),
-    (r"\basync for\b", "for"),
     (r"\bawait ", ""),
     (r'\bAwaitable\["([^"]*)"\]', r'"\1"'),
     (r"\b__aenter__\b", "__enter__"),
@@ -36,9 +35,6 @@ SUBS = [
     (r"\b_async\b", "_sync"),
     (r"\basync_client\b", "client"),
     (r"\basync_redlock_clients\b", "redlock_clients"),
-    (r"^import asyncio\n", ""),
-    (r"\basyncio\.sleep\b", "time.sleep"),
-    (r"\basyncio\.gather\b", "run_all"),
 ]
 COMPILED = [(re.compile(p, re.MULTILINE), r) for p, r in SUBS]
 

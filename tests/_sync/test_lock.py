@@ -493,7 +493,7 @@ def test_bad_acquire_arguments(client: redis.Redis) -> None:
 
 def test_client_of_the_wrong_kind_is_refused() -> None:
     wrong = Tasks.WRONG_CLIENT()
-    with pytest.raises(TypeError, match="client must be a redis.*Redis clients go with redlease, "):
+    with pytest.raises(TypeError, match=r"must be a redis.*Redis clients go with redlease, "):
         redlease.Lock(wrong, "x")
     with pytest.raises(TypeError, match="client must be a redis"):
         redlease.Lock("redis://localhost", "x")  # type: ignore[arg-type]

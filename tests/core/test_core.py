@@ -46,7 +46,7 @@ def test_decode_acquire_refuses_nonsense() -> None:
     assert decode_acquire([1, 7]).acquired
     assert decode_acquire([b"0", b"100"]).value == 100
     for raw in (None, [], [5, 1], ["x", 1]):
-        with pytest.raises(ValueError, match="acquire.lua"):
+        with pytest.raises(ValueError, match=r"acquire\.lua"):
             decode_acquire(raw)
 
 

@@ -51,9 +51,7 @@ class RenewSchedule:
 
     def take_due(self, now: float) -> list[Holding]:
         """The holdings to renew now (earliest first, at most ``batch``)."""
-        horizon = now + self.coalesce * min(
-            (h.ttl_ms / 3000 for h, _ in self._live()), default=0.0
-        )
+        horizon = now + self.coalesce * min((h.ttl_ms / 3000 for h, _ in self._live()), default=0.0)
         due = sorted(((d, h) for h, d in self._live() if d <= horizon), key=lambda x: x[0])
         return [h for _, h in due[: self.batch]]
 

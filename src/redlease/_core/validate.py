@@ -9,10 +9,22 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["MAX_TTL", "client_kind", "name", "prefix", "timeout", "ttl_ms", "window_ms"]
+__all__ = [
+    "MAX_COUNT",
+    "MAX_TTL",
+    "client_kind",
+    "count",
+    "name",
+    "prefix",
+    "timeout",
+    "ttl_ms",
+    "window_ms",
+]
 
 MAX_TTL = 30 * 24 * 3600.0
 """The longest lease accepted, in seconds (30 days): longer is almost surely a unit mistake."""
+MAX_COUNT = 10**12
+"""The largest count accepted (units, limits): Lua's numbers stay exact far beyond it."""
 
 
 def _number(value: Any, arg: str) -> float:
@@ -86,3 +98,14 @@ def client_kind(client: Any, expected: type, arg: str = "client") -> None:
             f"{type(client).__module__}.{type(client).__qualname__} "
             "(redis.Redis clients go with redlease, redis.asyncio.Redis with redlease.asyncio)"
         )
+
+
+def count(value: Any, arg: str, *, minimum: int = 1, maximum: int = MAX_COUNT) -> int:
+    """A whole count: an ``int`` (not ``bool``, not ``1.5`` or ``"1"``) in [minimum, maximum]."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{arg} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{arg} must be >= {minimum}, got {value!r}")
+    if value > maximum:
+        raise ValueError(f"{arg} must be at most {maximum}, got {value!r}")
+    return value
