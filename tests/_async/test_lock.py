@@ -235,9 +235,9 @@ async def test_fencing_rejects_a_stale_holder_and_its_twin_does_not(
 
 # -- the watchdog ---------------------------------------------------------------------------
 async def test_watchdog_keeps_a_lock_through_slow_work(async_client: redis.asyncio.Redis) -> None:
-    lock = redlease.Lock(async_client, "slow", ttl=0.6)
+    lock = redlease.Lock(async_client, "slow", ttl=1.0)
     await lock.acquire()
-    await AsyncTasks.sleep(2.0)  # more than three leases
+    await AsyncTasks.sleep(5.0)  # five leases' worth of work
     assert await lock.owned()
     await lock.release()
 

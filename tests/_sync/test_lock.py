@@ -236,9 +236,9 @@ def test_fencing_rejects_a_stale_holder_and_its_twin_does_not(
 
 # -- the watchdog ---------------------------------------------------------------------------
 def test_watchdog_keeps_a_lock_through_slow_work(client: redis.Redis) -> None:
-    lock = redlease.Lock(client, "slow", ttl=0.6)
+    lock = redlease.Lock(client, "slow", ttl=1.0)
     lock.acquire()
-    Tasks.sleep(2.0)  # more than three leases
+    Tasks.sleep(5.0)  # five leases' worth of work
     assert lock.owned()
     lock.release()
 
