@@ -17,7 +17,7 @@ from redlease._core.waiters import Action, WaiterTable
 
 def test_keys_share_one_hash_tag() -> None:
     keys = LockKeys.build("app", b"orders:42")
-    for key in (keys.lock, keys.fence, keys.queue, keys.handoff, keys.channel):
+    for key in (keys.lock, keys.fence, keys.queue, keys.handoff):
         assert key.startswith(b"app:{orders:42}:")
 
 
@@ -39,7 +39,9 @@ def test_timeout_forms(value: Any, expected: Any) -> None:
 def test_tokens_are_random_and_long() -> None:
     tokens = {new_token() for _ in range(1000)}
     assert len(tokens) == 1000
-    assert all(len(t) == 32 for t in tokens)  # 128 bits, hex
+    process, _random = next(iter(tokens)).split(b".")
+    assert all(t.startswith(process + b".") for t in tokens)  # the process' channel id
+    assert all(len(t) == len(process) + 1 + 32 for t in tokens)  # and 128 random bits
 
 
 def test_decode_acquire_refuses_nonsense() -> None:
@@ -93,63 +95,55 @@ def test_mark_lost_returns_the_callback_once() -> None:
 class TestWaiterTable:
     def table(self) -> tuple[WaiterTable, Any, Any]:
         table = WaiterTable()
-        first, fresh = table.add(b"ch", b"t1", object())
-        assert fresh
-        second, fresh = table.add(b"ch", b"t2", object())
-        assert not fresh
-        return table, first, second
+        return table, table.add(b"p.t1", object()), table.add(b"p.t2", object())
 
-    def test_free_wakes_the_first_waiter_only(self) -> None:
+    def test_a_reservation_wakes_exactly_the_reserved_waiter(self) -> None:
         table, first, second = self.table()
-        assert table.on_message(b"ch", b"F", now=0.0) == [first]
-        assert table.plan(first, None, 0.0, fallback=10.0) == (Action.ATTEMPT, None)
-        assert table.plan(second, None, 0.0, fallback=10.0) == (Action.WAIT, None)
-
-    def test_reservation_wakes_exactly_the_reserved_waiter(self) -> None:
-        table, first, second = self.table()
-        assert table.on_message(b"ch", b"Ht2 50", now=0.0) == [second]
+        assert table.on_message(b"Hp.t2 50", now=0.0) == [second]
         assert not first.woken
+        assert WaiterTable.plan(second, None, 0.0, fallback=10.0) == (Action.ATTEMPT, None)
+        assert table.on_message(b"Hsomeone.else 50", now=0.0) == []
 
-    def test_reservation_for_another_process_arms_the_first_waiters_timer(self) -> None:
+    def test_next_in_line_checks_when_the_heads_turn_lapses(self) -> None:
         table, first, _ = self.table()
-        assert table.on_message(b"ch", b"Hother 50", now=0.0) == [first]  # a nudge
-        action, wait = table.plan(first, None, 0.0, fallback=10.0)
-        assert action is Action.WAIT and wait is not None and 0.05 <= wait < 0.06
-        assert table.plan(first, None, 0.06, fallback=10.0)[0] is Action.ATTEMPT
-        # ... unless the reserved waiter took it in time
-        table.on_message(b"ch", b"Hother 50", now=1.0)
-        table.on_message(b"ch", b"T10000", now=1.01)
-        action, wait = table.plan(first, None, 1.06, fallback=10.0)
-        assert action is Action.WAIT and wait is not None and wait > 9
+        assert table.on_message(b"Np.t1 50", now=0.0) == []  # no thread is woken for it
+        assert table.next_check() == pytest.approx(0.052)
+        assert table.due(0.04) == []
+        assert table.due(0.06) == [first]
+        assert WaiterTable.plan(first, None, 0.06, fallback=10.0)[0] is Action.ATTEMPT
+
+    def test_taken_cancels_the_check_and_sets_the_lease(self) -> None:
+        table, first, _ = self.table()
+        table.on_message(b"Np.t1 50", now=0.0)
+        assert table.on_message(b"Tp.t1 10000", now=0.01) == []
+        assert table.next_check() is None
+        action, wait = WaiterTable.plan(first, None, 0.06, fallback=60.0)
+        assert action is Action.WAIT and wait == pytest.approx(9.952)
 
     def test_refusal_sets_the_retry_at_lease_end(self) -> None:
-        table, first, second = self.table()
-        table.refused(second, True, 2000, now=0.0)
-        assert table.plan(first, None, 1.0, fallback=10.0)[0] is Action.WAIT
-        assert table.plan(first, None, 2.01, fallback=10.0)[0] is Action.ATTEMPT
-        assert table.plan(second, 5.0, 2.01, fallback=10.0) == (Action.WAIT, pytest.approx(2.99))
+        _table, first, _ = self.table()
+        WaiterTable.refused(first, True, 2000, now=0.0)
+        assert WaiterTable.plan(first, None, 1.0, fallback=10.0)[0] is Action.WAIT
+        assert WaiterTable.plan(first, None, 2.01, fallback=10.0)[0] is Action.ATTEMPT
+        WaiterTable.refused(first, False, 50, now=3.0)  # reserved for another for 50 ms
+        assert WaiterTable.plan(first, 5.0, 3.0, fallback=10.0) == (
+            Action.WAIT,
+            pytest.approx(0.052),
+        )
 
     def test_deadline_gives_up(self) -> None:
-        table, first, _ = self.table()
-        assert table.plan(first, 1.0, 1.0, fallback=10.0) == (Action.GIVE_UP, None)
-
-    def test_an_unused_wake_is_passed_on(self) -> None:
-        table, first, second = self.table()
-        table.on_message(b"ch", b"F", now=0.0)
-        assert table.remove(first, now=0.0) == [second]
-        assert second.woken
+        _, first, _ = self.table()
+        assert WaiterTable.plan(first, 1.0, 1.0, fallback=10.0) == (Action.GIVE_UP, None)
 
     def test_disconnect_wakes_everyone_and_unconfirms(self) -> None:
         table, first, second = self.table()
-        table.on_subscribed(b"ch")
-        assert table.confirmed(b"ch")
+        table.confirmed = True
         assert table.on_disconnect() == [first, second]
-        assert not table.confirmed(b"ch")
+        assert not table.confirmed and first.woken and second.woken
 
-    def test_idle_channels_are_forgotten_after_linger(self) -> None:
+    def test_idle_after_linger(self) -> None:
         table, first, second = self.table()
         table.remove(first, now=0.0)
         table.remove(second, now=1.0)
-        assert table.idle(1.5, linger=1.0) == []
-        assert table.idle(2.0, linger=1.0) == [b"ch"]
-        assert table.empty()
+        assert not table.idle(1.5, linger=1.0)
+        assert table.idle(2.0, linger=1.0)

@@ -1,10 +1,12 @@
-"""The waiter hub: one pub/sub connection per client and process, shared by all waiters.
+"""The waiter hub: one pub/sub subscription per client and process, shared by all waiters.
 
-A blocked acquire joins the hub for its lock's channel and sleeps on its own event. One reader
-(a thread, or a task in asyncio) reads the connection and wakes waiters as the
-:class:`~redlease._core.waiters.WaiterTable` decides. Channels without waiters are unsubscribed
-after ``linger`` seconds, and the reader exits when none are left. If the connection breaks,
-every waiter is woken to try again (messages may have been lost) and the next join reconnects.
+It listens on this process' own channel (``redlease:waiters:<process id>``), on which the lock
+scripts address each message to one waiting token; see :mod:`redlease._core.waiters`. One
+subscription serves every lock the process waits on. A reader (a thread, or a task in
+asyncio) reads the connection, wakes the waiters the messages name, and wakes a waiter whose
+predecessor's turn lapsed. It exits after ``linger`` seconds without waiters. If the
+connection breaks, every waiter is woken to try again (messages may have been lost) and the
+next one to wait subscribes again.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import Any
 import redis.asyncio
 from redis.exceptions import RedisError
 
+from .._core.keys import waiters_channel
+from .._core.lease import process_id
 from .._core.waiters import Action, Waiter, WaiterTable
 from .._synchronization import AsyncBackground, AsyncEvent
 
@@ -39,7 +43,6 @@ class AsyncHub:
         self._table = WaiterTable()
         self._guard = threading.Lock()
         self._pubsub: Any = None
-        self._sent: set[bytes] = set()  # channels SUBSCRIBE was sent for on self._pubsub
         self._reader: AsyncBackground | None = None
 
     @property
@@ -47,62 +50,65 @@ class AsyncHub:
         """Whether the reader exists now."""
         return self._reader is not None
 
-    def join(self, channel: bytes, token: bytes, event: AsyncEvent | None = None) -> Waiter:
-        """Register a waiter for ``channel`` (call :meth:`ensure` before relying on wake-ups).
+    @property
+    def subscribed(self) -> bool:
+        """Whether the subscription is confirmed (then a waiter may queue at once)."""
+        return self._table.confirmed
+
+    def join(self, token: bytes, event: AsyncEvent | None = None) -> Waiter:
+        """Register a waiter (call :meth:`ensure` before relying on wake-ups).
 
         ``event`` is what wakes it; a Redlock waiter shares one event among its servers' hubs.
         """
         with self._guard:
-            waiter, _ = self._table.add(channel, token, event or AsyncEvent())
-        return waiter
+            return self._table.add(token, event or AsyncEvent())
 
     async def ensure(
         self, waiter: Waiter, deadline: float | None, confirm: float | None = None
     ) -> None:
-        """Return once the waiter's channel is subscribed (at once if it already is).
+        """Return once this process' channel is subscribed (at once if it already is).
 
         Returns early, unconfirmed, when ``deadline`` passes; raises ``RedisError`` when the
         subscription fails, its connection breaks, or it is not confirmed within ``confirm``
         seconds (default: the hub's ``confirm_timeout``).
         """
-        channel = waiter.channel
         limit = time.monotonic() + (self._confirm_timeout if confirm is None else confirm)
         while True:
             with self._guard:
-                if self._table.confirmed(channel):
+                if self._table.confirmed:
                     return
-                if self._pubsub is None:
+                fresh = self._pubsub is None
+                if fresh:
                     self._pubsub = self._client.pubsub()
-                    self._sent = set()
                 pubsub = self._pubsub
-                send = channel not in self._sent
-                self._sent.add(channel)
-            if send:
+            if fresh:
                 try:
-                    await pubsub.subscribe(channel)
+                    await pubsub.subscribe(waiters_channel(process_id()))
                 except BaseException:
                     with self._guard:
-                        self._sent.discard(channel)
+                        if self._pubsub is pubsub:
+                            self._pubsub = None
+                    await _close(pubsub)
                     raise
+                with self._guard:
+                    if self._pubsub is pubsub and self._reader is None:
+                        self._reader = AsyncBackground(self._read, name="redlease-waiters")
             with self._guard:
                 if self._pubsub is not pubsub:
                     raise RedisError("the pub/sub connection broke while subscribing")
-                if self._reader is None:
-                    self._reader = AsyncBackground(self._read, name="redlease-waiters")
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 return
             if now >= limit:
-                raise RedisError(f"SUBSCRIBE {channel!r} was not confirmed in time")
+                raise RedisError("SUBSCRIBE to the waiters' channel was not confirmed in time")
             until = limit if deadline is None else min(limit, deadline)
             await waiter.event.wait(until - now)
             waiter.event.clear()
 
     def leave(self, waiter: Waiter) -> None:
-        """Unregister a waiter (it got the lock, or gave up); a wake it missed is passed on."""
+        """Unregister a waiter (it got the lock, or gave up)."""
         with self._guard:
-            signal = self._table.remove(waiter, time.monotonic())
-        _signal(signal)
+            self._table.remove(waiter, time.monotonic())
 
     def refused(self, waiter: Waiter, held: bool, ms: int) -> None:
         """Record what the waiter's refused attempt said (lease left, or reservation left)."""
@@ -120,8 +126,11 @@ class AsyncHub:
         with self._guard:
             pubsub = self._pubsub
         while True:
+            with self._guard:
+                check = self._table.next_check()
+            wait = TICK if check is None else min(TICK, max(check - time.monotonic(), 0.0))
             try:
-                message = await pubsub.get_message(timeout=TICK)
+                message = await pubsub.get_message(timeout=wait)
             except Exception:  # broken, or closed under us (the client was closed): start over
                 with self._guard:
                     woken = self._table.on_disconnect()
@@ -131,32 +140,23 @@ class AsyncHub:
                 _signal(woken)
                 await _close(pubsub)
                 return
-            resubscribe: list[bytes] = []
             with self._guard:
                 now = time.monotonic()
                 woken = []
                 if message is not None:
-                    kind, channel = _text(message["type"]), _bytes(message["channel"])
+                    kind = _text(message["type"])
                     if kind == "message":
-                        woken = self._table.on_message(channel, _bytes(message["data"]), now)
+                        woken = self._table.on_message(_bytes(message["data"]), now)
                     elif kind == "subscribe":
-                        woken = self._table.on_subscribed(channel)
-                    elif kind == "unsubscribe" and self._table.on_unsubscribed(channel):
-                        resubscribe.append(channel)  # a waiter joined while we unsubscribed
-                idle = self._table.idle(now, self._linger)
-                self._sent.difference_update(idle)
-                done = self._table.empty()
+                        self._table.confirmed = True
+                        woken = self._table.waiters()  # those in ensure() may go on
+                woken += self._table.due(now)
+                done = self._table.idle(now, self._linger)
                 if done:
+                    self._table.confirmed = False
                     self._pubsub = None
                     self._reader = None
             _signal(woken)
-            try:
-                if idle and not done:
-                    await pubsub.unsubscribe(*idle)
-                if resubscribe:
-                    await pubsub.subscribe(*resubscribe)
-            except (RedisError, OSError):
-                continue  # the next read reports the broken connection
             if done:
                 await _close(pubsub)
                 return

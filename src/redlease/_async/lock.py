@@ -10,12 +10,14 @@ from typing import Any
 import redis.asyncio
 from redis.exceptions import ConnectionError, RedisError, TimeoutError
 
+from .._core.keys import WAITERS
 from .._core.lease import HELD, Holding, Reply, decode_acquire, new_token
 from .._core.scripts import ACQUIRE, EXTEND, INSPECT, LEAVE, RELEASE, Script
-from .._core.waiters import Action
+from .._core.waiters import Action, Waiter
 from .._synchronization import AsyncShield
 from .client import check_client, run_script
 from .handle import AsyncHandle
+from .hub import AsyncHub
 from .renewer import AsyncRenewer
 from .runtime import runtime_for
 
@@ -120,40 +122,47 @@ class AsyncLock(AsyncHandle):
         return runtime_for(self._client).renewer
 
     async def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
+        hub = runtime_for(self._client).hub
         token = new_token()
+        # Queue on the first try only if this process already listens for its turn: a turn
+        # given to a waiter that cannot hear of it would be lost for a hand-off window.
+        queued = hub.subscribed and (deadline is None or time.monotonic() < deadline)
         sent = time.monotonic()
-        reply = await self._attempt(token, join=False)
+        reply = await self._attempt(token, join=queued)
         if reply.acquired:
             return self._new_holding(owner, token, reply.value, sent + self.ttl)
-        if deadline is not None and time.monotonic() >= deadline:
-            return None
-        hub = runtime_for(self._client).hub
-        waiter = hub.join(self._keys.channel, token)
-        queued = False
+        waiter = hub.join(token)
         try:
             while True:
-                try:
-                    await hub.ensure(waiter, deadline)
-                except RedisError as exc:
-                    raise self._unavailable("wait for", exc) from exc
+                if queued:
+                    hub.refused(waiter, reply.status == HELD, reply.value)
+                    if not await self._sleep(hub, waiter, deadline):
+                        return None
+                elif deadline is not None and time.monotonic() >= deadline:
+                    return None
+                else:
+                    try:
+                        await hub.ensure(waiter, deadline)
+                    except RedisError as exc:
+                        raise self._unavailable("wait for", exc) from exc
                 sent = time.monotonic()
                 reply = await self._attempt(token, join=True)
                 queued = not reply.acquired
                 if reply.acquired:
                     return self._new_holding(owner, token, reply.value, sent + self.ttl)
-                hub.refused(waiter, reply.status == HELD, reply.value)
-                while True:
-                    action, wait = hub.plan(waiter, deadline, self.ttl)
-                    if action is Action.ATTEMPT:
-                        break
-                    if action is Action.GIVE_UP:
-                        return None
-                    await waiter.event.wait(wait)
-                    waiter.event.clear()
         finally:
             hub.leave(waiter)
             if queued:  # leave the Redis queue too, and pass on a turn we were given
                 await AsyncShield.cleanup(lambda: self._run(LEAVE, self._queue_args(token)))
+
+    async def _sleep(self, hub: AsyncHub, waiter: Waiter, deadline: float | None) -> bool:
+        """Sleep until the waiter should try again (True) or give up (False)."""
+        while True:
+            action, wait = hub.plan(waiter, deadline, self.ttl)
+            if action is not Action.WAIT:
+                return action is Action.ATTEMPT
+            await waiter.event.wait(wait)
+            waiter.event.clear()
 
     async def _attempt(self, token: bytes, *, join: bool) -> Reply:
         keys = self._keys
@@ -162,7 +171,7 @@ class AsyncLock(AsyncHandle):
                 ACQUIRE,
                 (
                     [keys.lock, keys.fence, keys.queue, keys.handoff],
-                    [token, self._ttl_ms, int(join), self._window_ms, keys.channel],
+                    [token, self._ttl_ms, int(join), self._window_ms, WAITERS],
                 ),
             )
         except (ConnectionError, TimeoutError) as exc:
@@ -179,7 +188,7 @@ class AsyncLock(AsyncHandle):
     async def _undo(self, token: bytes) -> None:
         """Release an acquisition whose grant we may never have seen (quietly)."""
         keys, args = self._queue_args(token)
-        await self._run(RELEASE, (keys, [*args, 1]))
+        await self._run(RELEASE, (keys, args))
 
     async def _release_remote(self, holding: Holding) -> None:
         try:
@@ -215,7 +224,7 @@ class AsyncLock(AsyncHandle):
     def _queue_args(self, token: bytes) -> tuple[list[bytes], list[Any]]:
         """KEYS and ARGV of release.lua and leave.lua, which share their contract."""
         keys = self._keys
-        return [keys.lock, keys.queue, keys.handoff], [token, self._window_ms, keys.channel]
+        return [keys.lock, keys.queue, keys.handoff], [token, self._window_ms, WAITERS]
 
 
 class AsyncRLock(AsyncLock):

@@ -64,9 +64,7 @@ class AsyncRenewer:
         cannot extend the lock after the release: renew.lua compares the token first.
         """
         with self._guard:
-            self._schedule.discard(holding)
-            if not self._schedule:
-                self._wake.set()  # nothing left: let the worker start its linger now
+            self._schedule.discard(holding)  # no wake: the worker notices at its next tick
             lost = holding.lost
             holding.released = True
             return not lost

@@ -1,4 +1,4 @@
-"""Key layout: every key and channel of one lock shares the hash tag ``{name}``.
+"""Key layout: every key of one lock shares the hash tag ``{name}``; waiters' channels.
 
 For prefix ``redlease`` and name ``orders:42``::
 
@@ -6,27 +6,35 @@ For prefix ``redlease`` and name ``orders:42``::
     redlease:{orders:42}:fence      STRING  fencing counter, never expires, never reset
     redlease:{orders:42}:queue      ZSET    waiting tokens in FIFO order
     redlease:{orders:42}:handoff    STRING  reservation of the free lock for the queue head
-    redlease:{orders:42}:released   channel where releases and hand-offs are announced
 
 The shared tag puts them all in one Redis Cluster slot, so each script touches one slot.
+Waiters are not told on a channel per lock but on one channel per process,
+``redlease:waiters:<process id>`` (see ``_core/waiters.py``), whatever the prefix.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["LockKeys"]
+__all__ = ["WAITERS", "LockKeys", "waiters_channel"]
+
+WAITERS = b"redlease:waiters:"
+"""The prefix of every process' waiters channel; the scripts append the process id."""
+
+
+def waiters_channel(process: bytes) -> bytes:
+    """The channel on which the lock scripts tell ``process`` about its waiters."""
+    return WAITERS + process
 
 
 @dataclass(frozen=True)
 class LockKeys:
-    """The Redis keys and the channel of one lock name."""
+    """The Redis keys of one lock name."""
 
     lock: bytes
     fence: bytes
     queue: bytes
     handoff: bytes
-    channel: bytes
 
     @classmethod
     def build(cls, prefix: str, name: bytes) -> LockKeys:
@@ -37,5 +45,4 @@ class LockKeys:
             fence=base + b"fence",
             queue=base + b"queue",
             handoff=base + b"handoff",
-            channel=base + b"released",
         )

@@ -7,20 +7,45 @@ renews holdings; handles point at them. Nothing here talks to Redis.
 
 from __future__ import annotations
 
+import os
 import secrets
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ACQUIRED", "HELD", "RESERVED", "Holding", "Reply", "decode_acquire", "new_token"]
+__all__ = [
+    "ACQUIRED",
+    "HELD",
+    "RESERVED",
+    "Holding",
+    "Reply",
+    "decode_acquire",
+    "new_token",
+    "process_id",
+]
 
 ACQUIRED, HELD, RESERVED = 1, 0, 2
 """Status codes of acquire.lua: taken / held by another (ms = its pttl) / reserved (ms left)."""
 
 
+_process: tuple[int, bytes] = (0, b"")
+
+
+def process_id() -> bytes:
+    """This process' random id (48 bits, hex): new in a forked child. Names its channel."""
+    global _process
+    pid = os.getpid()
+    if _process[0] != pid:
+        _process = (pid, secrets.token_hex(6).encode())
+    return _process[1]
+
+
 def new_token() -> bytes:
-    """A fresh random token for one acquisition: 128 bits from ``secrets``, hex-encoded."""
-    return secrets.token_hex(16).encode()
+    """A fresh token for one acquisition: ``<process id>.<128 random bits, hex>``.
+
+    The process id lets the lock scripts tell this process, and no other, that its turn came.
+    """
+    return process_id() + b"." + secrets.token_hex(16).encode()
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import redis
 
 from .._core import redlock as core
 from .._core import validate
+from .._core.keys import WAITERS
 from .._core.lease import Holding, new_token
 from .._core.scripts import ACQUIRE, EXTEND, FENCE, INSPECT, LEAVE, RELEASE, RENEW, Script
 from .._core.waiters import Action
@@ -175,12 +176,14 @@ class Redlock(Handle):
         ticket = str(time.time_ns() // 1000)  # one place in every server's queue
         event = Event()
         hubs = [rt.hub for rt in self._runtimes()]
-        waiters = [hub.join(self._keys.channel, token, event) for hub in hubs]
+        waiters = [hub.join(token, event) for hub in hubs]
         answered = set(range(len(hubs)))
         holding, tally = None, core.Tally(n=len(hubs))
         try:
             while True:
                 for i in sorted(answered):  # wake-ups from the servers that answer
+                    if hubs[i].subscribed:
+                        continue
                     try:
                         hubs[i].ensure(waiters[i], deadline, confirm=self.server_timeout)
                     except Exception:
@@ -232,7 +235,7 @@ class Redlock(Handle):
             self._round(
                 ACQUIRE,
                 [keys.lock, keys.fence, keys.queue, keys.handoff],
-                [token, self._ttl_ms, int(join), self._window_ms, keys.channel, ticket],
+                [token, self._ttl_ms, int(join), self._window_ms, WAITERS, ticket],
             )
         )
         confirmed = 0
@@ -250,9 +253,8 @@ class Redlock(Handle):
         # Not held: undo wherever it may have been granted, answered or not.
         undo = sorted(set(tally.granted) | set(tally.errors))
         if undo:
-            queue_keys, args = self._queue_args(token)
             Shield.cleanup(
-                lambda: self._round(RELEASE, queue_keys, [*args, 1], servers=undo)  # quiet
+                lambda: self._round(RELEASE, *self._queue_args(token), servers=undo)
             )
         if tally.answered < self.quorum:
             raise QuorumUnavailable(
@@ -334,7 +336,7 @@ class Redlock(Handle):
 
     def _queue_args(self, token: bytes) -> tuple[list[bytes], list[Any]]:
         keys = self._keys
-        return [keys.lock, keys.queue, keys.handoff], [token, self._window_ms, keys.channel]
+        return [keys.lock, keys.queue, keys.handoff], [token, self._window_ms, WAITERS]
 
 
 def _is_one(reply: Any) -> bool:

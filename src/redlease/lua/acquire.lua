@@ -8,14 +8,14 @@
 -- ARGV[2] lease    lease in ms (integer > 0)
 -- ARGV[3] join     "1": if refused, join the queue (the caller is subscribed); "0": don't
 -- ARGV[4] window   ms a reserved queue head has to claim the free lock
--- ARGV[5] channel  the lock's pub/sub channel
+-- ARGV[5] channels prefix of the waiters' channels (a process id completes it)
 -- ARGV[6] score    optional: the waiter's place in the queue; Redlock sends the same ticket to
 --                  every server so that all their queues agree. Default: the server's time (us)
 -- Returns {1, fence}  acquired; fence = the new fencing token (strictly increasing per name)
 --         {0, pttl}   held by someone else; pttl = ms left on its lease (-1: it has no expiry)
 --         {2, ms}     free, but reserved for the queue head for ms more
 local lock, fence, queue, handoff = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local token, lease, window, channel = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4]), ARGV[5]
+local token, lease, window, channels = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4]), ARGV[5]
 local join = ARGV[3] == '1'
 local score = tonumber(ARGV[6] or '')
 
@@ -29,30 +29,43 @@ local function refuse(status, ms)
   return {status, ms}
 end
 
-local pttl = redis.call('PTTL', lock)
-if pttl ~= -2 then return refuse(0, pttl) end
-
--- The lock is free. Only the queue head may take it; skip a head whose turn ran out.
+-- Nobody queued ahead of us: try the lock itself (the uncontended path: three calls).
 local head = redis.call('ZRANGE', queue, 0, 0)[1]
-if head and head ~= token then
-  local holder, deadline = reservation(handoff)
-  if holder == head then
-    local left = deadline - math.floor(now_us() / 1000)
-    if left > 0 then return refuse(2, left) end
-    redis.call('ZREM', queue, head)   -- it missed its turn (crashed, or too slow): skip it
+if not head or head == token then
+  if not redis.call('SET', lock, token, 'NX', 'PX', lease) then
+    return refuse(0, redis.call('PTTL', lock))
+  end
+  if head then  -- we were the queue head: tell the next one how long we may hold it
+    redis.call('ZREM', queue, token)
     redis.call('DEL', handoff)
-    head = redis.call('ZRANGE', queue, 0, 0)[1]
+    local next = redis.call('ZRANGE', queue, 0, 0)[1]
+    if next then tell(channels, next, 'T' .. next .. ' ' .. lease) end
   end
-  if head and head ~= token then
-    reserve(handoff, channel, head, window)  -- e.g. the lease ran out with no release
-    return refuse(2, window)
-  end
+  return {1, redis.call('INCR', fence)}
 end
 
-redis.call('SET', lock, token, 'PX', lease)
-if head then  -- we were the queue head
-  redis.call('ZREM', queue, token)
+-- Another waiter is ahead. Only the queue head may take the free lock; skip a head whose
+-- turn ran out.
+local pttl = redis.call('PTTL', lock)
+if pttl ~= -2 then return refuse(0, pttl) end
+local holder, deadline = reservation(handoff)
+if holder == head then
+  local left = deadline - math.floor(now_us() / 1000)
+  if left > 0 then return refuse(2, left) end
+  redis.call('ZREM', queue, head)   -- it missed its turn (crashed, or too slow): skip it
   redis.call('DEL', handoff)
-  redis.call('PUBLISH', channel, 'T' .. lease)
+  head = redis.call('ZRANGE', queue, 0, 0)[1]
+end
+if head and head ~= token then
+  reserve(queue, handoff, channels, head, window)  -- e.g. the lease ran out, no release
+  return refuse(2, window)
+end
+
+-- The skipped head was the only one ahead of us (or the queue is now empty).
+redis.call('SET', lock, token, 'PX', lease)
+if head then
+  redis.call('ZREM', queue, token)
+  local next = redis.call('ZRANGE', queue, 0, 0)[1]
+  if next then tell(channels, next, 'T' .. next .. ' ' .. lease) end
 end
 return {1, redis.call('INCR', fence)}

@@ -5,15 +5,15 @@
 -- KEYS[3] handoff  STRING  reservation for the queue head
 -- ARGV[1] token    the waiter's token
 -- ARGV[2] window   ms the next queue head has to claim the lock
--- ARGV[3] channel  the lock's pub/sub channel
+-- ARGV[3] channels prefix of the waiters' channels (a process id completes it)
 -- Returns 1 if the waiter was queued, 0 if not
 local lock, queue, handoff = KEYS[1], KEYS[2], KEYS[3]
-local token, window, channel = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local token, window, channels = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 
 local removed = redis.call('ZREM', queue, token)
 local holder = reservation(handoff)
 if holder == token then
   redis.call('DEL', handoff)
-  if redis.call('EXISTS', lock) == 0 then hand_off(queue, handoff, channel, window) end
+  if redis.call('EXISTS', lock) == 0 then hand_off(queue, handoff, channels, window) end
 end
 return removed

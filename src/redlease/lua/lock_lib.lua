@@ -6,33 +6,39 @@
 --   fence    STRING  fencing counter: INCR'd by every acquisition. Never expires, never reset.
 --   queue    ZSET    waiter token -> when it joined (us; server time, or Redlock's ticket).
 --   handoff  STRING  "<token> <deadline ms>": the free lock is reserved for that queue head.
--- Waiters are told on the channel <prefix>:{name}:released:
---   "F"        the lock is free and nobody queues: one waiter per process may try
+-- A token is "<process id>.<random>"; each process listens on its own channel
+-- <channels><process id>, and is told only what concerns its own waiters:
 --   "H<token> <window ms>"  the lock is free and reserved for <token> for <window ms>
---   "T<lease ms>"           the reserved waiter took it, with a lease of <lease ms>
+--   "N<token> <window ms>"  the waiter ahead of <token> has <window ms> to take it
+--   "T<token> <lease ms>"   the waiter ahead of <token> took it, with a lease of <lease ms>
 
--- Server time in ms and us. Hold deadlines use the server's clock, never a client's.
+-- Server time in us. Hold deadlines use the server's clock, never a client's.
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
--- Reserve the free lock for `head` for `window_ms` and tell the waiters.
-local function reserve(handoff, channel, head, window_ms)
+-- Tell the process that queued `token` (tokens without a process id are nobody's to tell).
+local function tell(channels, token, message)
+  local dot = string.find(token, '.', 1, true)
+  if dot then redis.call('PUBLISH', channels .. string.sub(token, 1, dot - 1), message) end
+end
+
+-- Reserve the free lock for `head` for `window_ms`, tell it, and tell the waiter after it
+-- when to check that the head took it (a dead head is skipped then).
+local function reserve(queue, handoff, channels, head, window_ms)
   local deadline = math.floor(now_us() / 1000) + window_ms
   -- The key outlives the deadline so that an expired reservation can be told apart from none.
   redis.call('SET', handoff, head .. ' ' .. deadline, 'PX', window_ms * 4)
-  redis.call('PUBLISH', channel, 'H' .. head .. ' ' .. window_ms)
+  tell(channels, head, 'H' .. head .. ' ' .. window_ms)
+  local second = redis.call('ZRANGE', queue, 1, 1)[1]
+  if second then tell(channels, second, 'N' .. second .. ' ' .. window_ms) end
 end
 
--- After the lock became free: reserve it for the queue head, or say it is free.
-local function hand_off(queue, handoff, channel, window_ms)
+-- After the lock became free: reserve it for the queue head, if there is one.
+local function hand_off(queue, handoff, channels, window_ms)
   local head = redis.call('ZRANGE', queue, 0, 0)[1]
-  if head then
-    reserve(handoff, channel, head, window_ms)
-  else
-    redis.call('PUBLISH', channel, 'F')
-  end
+  if head then reserve(queue, handoff, channels, head, window_ms) end
 end
 
 -- The reservation stored in `handoff`: holder token and deadline (ms), or nil.
