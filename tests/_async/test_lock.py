@@ -10,6 +10,7 @@ import redis.asyncio
 from redis.exceptions import ConnectionError, TimeoutError
 
 import redlease.asyncio as redlease
+from redlease._async.runtime import runtime_for
 from redlease._core.keys import LockKeys
 from tests.support import AsyncTasks
 
@@ -388,6 +389,33 @@ async def test_a_waiter_gets_the_lock_when_the_lease_ends_without_release(
         return fence
 
     assert await AsyncTasks.run(wait) > (crashed.fence or 0)
+
+
+@pytest.mark.parametrize("linger", [1.0, 0.0])
+async def test_a_crowd_of_waiters_loses_no_wake_up(
+    async_client: redis.asyncio.Redis, linger: float
+) -> None:
+    """Eight handles on one lock, all waiting at once from a process that never waited before.
+
+    With a 30 s lease and a 20 s timeout, one lost wake-up fails the test: the waiter would
+    sleep until the lease runs out. ``linger=0`` makes the hub stop listening as soon as it
+    has no waiter, the race in which a turn used to go unheard.
+    """
+    runtime_for(async_client).hub._linger = linger
+    done: list[int] = []
+
+    def worker(i: int) -> Any:
+        async def run() -> None:
+            lock = redlease.Lock(async_client, "crowd", ttl=30.0)
+            for _ in range(5):
+                assert await lock.acquire(timeout=20)
+                await lock.release()
+            done.append(i)
+
+        return run
+
+    await AsyncTasks.gather(*(worker(i) for i in range(8)))
+    assert sorted(done) == list(range(8))
 
 
 async def test_a_blocked_waiter_sends_no_commands(async_client: redis.asyncio.Redis) -> None:

@@ -11,6 +11,7 @@ import redis
 from redis.exceptions import ConnectionError, TimeoutError
 
 import redlease as redlease
+from redlease._sync.runtime import runtime_for
 from redlease._core.keys import LockKeys
 from tests.support import Tasks
 
@@ -389,6 +390,33 @@ def test_a_waiter_gets_the_lock_when_the_lease_ends_without_release(
         return fence
 
     assert Tasks.run(wait) > (crashed.fence or 0)
+
+
+@pytest.mark.parametrize("linger", [1.0, 0.0])
+def test_a_crowd_of_waiters_loses_no_wake_up(
+    client: redis.Redis, linger: float
+) -> None:
+    """Eight handles on one lock, all waiting at once from a process that never waited before.
+
+    With a 30 s lease and a 20 s timeout, one lost wake-up fails the test: the waiter would
+    sleep until the lease runs out. ``linger=0`` makes the hub stop listening as soon as it
+    has no waiter, the race in which a turn used to go unheard.
+    """
+    runtime_for(client).hub._linger = linger
+    done: list[int] = []
+
+    def worker(i: int) -> Any:
+        def run() -> None:
+            lock = redlease.Lock(client, "crowd", ttl=30.0)
+            for _ in range(5):
+                assert lock.acquire(timeout=20)
+                lock.release()
+            done.append(i)
+
+        return run
+
+    Tasks.gather(*(worker(i) for i in range(8)))
+    assert sorted(done) == list(range(8))
 
 
 def test_a_blocked_waiter_sends_no_commands(client: redis.Redis) -> None:

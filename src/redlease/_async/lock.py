@@ -124,23 +124,28 @@ class AsyncLock(AsyncHandle):
     async def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
         hub = runtime_for(self._client).hub
         token = new_token()
-        # Queue on the first try only if this process already listens for its turn: a turn
-        # given to a waiter that cannot hear of it would be lost for a hand-off window.
-        queued = hub.subscribed and (deadline is None or time.monotonic() < deadline)
-        sent = time.monotonic()
-        reply = await self._attempt(token, join=queued)
-        if reply.acquired:
-            return self._new_holding(owner, token, reply.value, sent + self.ttl)
-        waiter = hub.join(token)
+        waiter = None
+        if hub.subscribed and (deadline is None or time.monotonic() < deadline):
+            # This process already listens: register, then queue on the first try. Registered,
+            # the waiter keeps the hub from going idle, so its turn cannot go unheard.
+            waiter = hub.join(token)
+        queued = waiter is not None and hub.subscribed
         try:
+            sent = time.monotonic()
+            reply = await self._attempt(token, join=queued)
+            if reply.acquired:
+                return self._new_holding(owner, token, reply.value, sent + self.ttl)
             while True:
                 if queued:
+                    assert waiter is not None
                     hub.refused(waiter, reply.status == HELD, reply.value)
                     if not await self._sleep(hub, waiter, deadline):
                         return None
-                elif deadline is not None and time.monotonic() >= deadline:
+                if deadline is not None and time.monotonic() >= deadline:
                     return None
-                else:
+                if waiter is None:
+                    waiter = hub.join(token)
+                if not hub.subscribed:  # never listened, or the connection broke: listen first
                     try:
                         await hub.ensure(waiter, deadline)
                     except RedisError as exc:
@@ -151,7 +156,8 @@ class AsyncLock(AsyncHandle):
                 if reply.acquired:
                     return self._new_holding(owner, token, reply.value, sent + self.ttl)
         finally:
-            hub.leave(waiter)
+            if waiter is not None:
+                hub.leave(waiter)
             if queued:  # leave the Redis queue too, and pass on a turn we were given
                 await AsyncShield.cleanup(lambda: self._run(LEAVE, self._queue_args(token)))
 
