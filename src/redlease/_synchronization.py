@@ -27,26 +27,42 @@ __all__ = [
 
 
 class AsyncEvent:
-    """An event a task waits on, with a timeout."""
+    """An event a task waits on, with a timeout (a future and a timer: no task per wait)."""
 
     def __init__(self) -> None:
-        self._event = asyncio.Event()
+        self._set = False
+        self._waiters: list[asyncio.Future[bool]] = []
 
     def set(self) -> None:
-        self._event.set()
+        self._set = True
+        for future in self._waiters:
+            if not future.done():
+                future.set_result(True)
+        self._waiters.clear()
 
     def clear(self) -> None:
-        self._event.clear()
+        self._set = False
 
     async def wait(self, timeout: float | None) -> bool:
         """Wait until set or ``timeout`` seconds passed (``None``: no limit); True if set."""
-        if self._event.is_set():
+        if self._set:
             return True
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+        self._waiters.append(future)
+        timer = None if timeout is None else loop.call_later(max(timeout, 0.0), _expire, future)
         try:
-            await asyncio.wait_for(self._event.wait(), timeout)
-        except asyncio.TimeoutError:
-            return False
-        return True
+            return await future
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if future in self._waiters:
+                self._waiters.remove(future)
+
+
+def _expire(future: asyncio.Future[bool]) -> None:
+    if not future.done():
+        future.set_result(False)
 
 
 class Event:
