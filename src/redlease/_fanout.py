@@ -3,7 +3,7 @@
 The sync and asyncio forms are different algorithms, so both are written here side by side
 (``AsyncFanOut`` is what ``_async/`` uses; unasync renames it to ``FanOut`` for ``_sync/``):
 
-* asyncio: one task per server, each under ``asyncio.wait_for``;
+* asyncio: one task per server, each reply bounded by ``timeout``;
 * sync: no threads. The command is written to every server's connection first, then the
   replies are read in turn, each within ``timeout`` of when its command was sent. One round
   trip, like the asyncio form; a hung server costs its deadline once, and the replies of the
@@ -39,7 +39,7 @@ class AsyncFanOut:
 
         async def one(call: Call) -> Any:
             try:
-                return await asyncio.wait_for(run_script(*call), timeout)
+                return await run_script(*call, timeout=timeout)
             except Exception as exc:  # a failed server is a vote not cast, not an error
                 return exc
 
@@ -71,9 +71,9 @@ class FanOut:
                 try:
                     try:
                         results[i] = _read(conn, deadline)
-                    except NoScriptError:
+                    except NoScriptError:  # the server lost its scripts: a new round trip
                         conn.send_command("EVAL", script.source, len(keys), *keys, *args)
-                        results[i] = _read(conn, deadline)
+                        results[i] = _read(conn, time.monotonic() + timeout)
                 except ResponseError as exc:
                     results[i] = exc
                 except Exception as exc:

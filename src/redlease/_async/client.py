@@ -32,31 +32,41 @@ def check_client(client: Any, arg: str = "client") -> None:
 def private_pool(client: redis.asyncio.Redis, timeout: float | None = None) -> Any:
     """A pool like ``client``'s whose connections never retry on their own.
 
-    With ``timeout``, its connections also connect and answer within ``timeout`` seconds
-    (Redlock's per-server deadline) instead of the client's socket timeouts.
+    With ``timeout``, its connections answer within ``timeout`` seconds (Redlock's
+    per-server deadline) instead of the client's socket timeout; a new connection gets at
+    least a second to connect, so that a loaded but healthy server is not taken for a dead one.
     """
     pool: Any = client.connection_pool
     kwargs = dict(pool.connection_kwargs)
     kwargs["retry"] = redis.asyncio.retry.Retry(NoBackoff(), 0)
     if timeout is not None:
-        kwargs["socket_timeout"] = kwargs["socket_connect_timeout"] = timeout
+        kwargs["socket_timeout"] = timeout
+        kwargs["socket_connect_timeout"] = max(timeout, 1.0)
     return redis.asyncio.ConnectionPool(connection_class=pool.connection_class, **kwargs)
 
 
-async def run_script(pool: Any, script: Script, keys: Sequence[bytes], args: Sequence[Any]) -> Any:
+async def run_script(
+    pool: Any,
+    script: Script,
+    keys: Sequence[bytes],
+    args: Sequence[Any],
+    timeout: float | None = None,
+) -> Any:
     """EVALSHA ``script`` once; if the server lost its script cache (NOSCRIPT), EVAL it.
 
-    Raises redis-py's exceptions. A connection whose reply may still be on its way (timeout,
-    cancellation) is closed, never handed to the next caller.
+    ``timeout`` bounds each reply (default: the pool's socket timeout); connecting has the
+    pool's own timeouts. Raises redis-py's exceptions. A connection whose reply may still be
+    on its way (timeout, cancellation) is closed, never handed to the next caller.
     """
+    limit = {} if timeout is None else {"timeout": timeout}
     conn = await pool.get_connection()
     try:
         try:
             await conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
-            return await conn.read_response()
+            return await conn.read_response(**limit)
         except NoScriptError:
             await conn.send_command("EVAL", script.source, len(keys), *keys, *args)
-            return await conn.read_response()
+            return await conn.read_response(**limit)
     except ResponseError:
         raise  # a complete error reply: the connection is in sync
     except BaseException:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 import weakref
@@ -169,43 +170,44 @@ class AsyncRedlock(AsyncHandle):
 
     async def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
         token = new_token()
-        holding, _ = await self._try(owner, token, join=False, ticket="")
-        if holding is not None or (deadline is not None and time.monotonic() >= deadline):
-            return holding
         ticket = str(time.time_ns() // 1000)  # one place in every server's queue
         event = AsyncEvent()
         hubs = [rt.hub for rt in self._runtimes()]
-        waiters = [hub.join(token, event) for hub in hubs]
-        answered = set(range(len(hubs)))
+        waiters: list[Any] = []
+        if all(h.subscribed for h in hubs) and (deadline is None or time.monotonic() < deadline):
+            # Every server's hub listens already: register, then queue on the first try.
+            waiters = [hub.join(token, event) for hub in hubs]
+        joined = bool(waiters) and all(h.subscribed for h in hubs)
         holding, tally = None, core.Tally(n=len(hubs))
         try:
-            while True:
-                for i in sorted(answered):  # wake-ups from the servers that answer
-                    if hubs[i].subscribed:
-                        continue
-                    try:
-                        await hubs[i].ensure(waiters[i], deadline, confirm=self.server_timeout)
-                    except Exception:
-                        answered.discard(i)
-                holding, tally = await self._try(owner, token, join=True, ticket=ticket)
-                if holding is not None:
-                    return holding
-                answered = set(range(len(hubs))) - set(tally.errors)
-                if tally.granted:  # a split: let the other side go first, at random
-                    await event.wait(random.uniform(0, 2 * self._window_ms / 1000))
-                for i in range(len(hubs)):
-                    if i in answered:
+            holding, tally = await self._try(owner, token, join=joined, ticket=ticket)
+            while holding is None:
+                if deadline is not None and time.monotonic() >= deadline:
+                    return None
+                if not waiters:
+                    waiters = [hub.join(token, event) for hub in hubs]
+                if joined:
+                    if tally.granted:  # a split: let the other side go first, at random
+                        await event.wait(random.uniform(0, 2 * self._window_ms / 1000))
+                    for i in set(range(len(hubs))) - set(tally.errors):
                         for held, ms in ((True, tally.lease_ms), (False, tally.reserved_ms)):
                             if ms:
                                 hubs[i].refused(waiters[i], held, max(ms))
-                if not await self._wait(hubs, waiters, event, deadline):
-                    return None
+                    if not await self._wait(hubs, waiters, event, deadline):
+                        return None
+                for i in set(range(len(hubs))) - set(tally.errors):  # listen where answered
+                    if not hubs[i].subscribed:
+                        with contextlib.suppress(Exception):
+                            await hubs[i].ensure(waiters[i], deadline, confirm=self.server_timeout)
+                holding, tally = await self._try(owner, token, join=True, ticket=ticket)
+                joined = True
+            return holding
         finally:
-            for hub, waiter in zip(hubs, waiters, strict=True):
+            for hub, waiter in zip(hubs, waiters, strict=False):
                 hub.leave(waiter)
-            # Leave the queues we may still be in (all of them, unless we hold the lock).
+            # Leave the queues we may be in (all of them, unless we hold the lock).
             queued = [i for i in range(len(hubs)) if holding is None or i not in tally.granted]
-            if queued:
+            if joined and queued:
                 await AsyncShield.cleanup(
                     lambda: self._round(LEAVE, *self._queue_args(token), servers=queued)
                 )
@@ -237,13 +239,16 @@ class AsyncRedlock(AsyncHandle):
                 [token, self._ttl_ms, int(join), self._window_ms, WAITERS, ticket],
             )
         )
-        confirmed = 0
         if tally.has_quorum and core.validity(self._ttl_ms, time.monotonic() - start, 0) > 0:
             fence = tally.fence
-            replies = await self._round(
-                FENCE, [keys.lock, keys.fence], [token, fence], servers=list(tally.granted)
-            )
-            confirmed = sum(1 for i in tally.granted if _is_one(replies[i]))
+            confirmed = len(tally.granted)
+            if any(counter != fence for counter in tally.granted.values()):
+                # Raise the lagging counters to the fence; where they all equal it already
+                # (always, with one server), this round would change nothing.
+                replies = await self._round(
+                    FENCE, [keys.lock, keys.fence], [token, fence], servers=list(tally.granted)
+                )
+                confirmed = sum(1 for i in tally.granted if _is_one(replies[i]))
             valid = core.validity(self._ttl_ms, time.monotonic() - start, self._drift_factor)
             if confirmed >= self.quorum and valid > 0:
                 holding = self._new_holding(owner, token, fence, start + valid)
