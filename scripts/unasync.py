@@ -32,6 +32,7 @@ SUBS = [
     (r"\baclose\b", "close"),
     (r"\bredis\.asyncio\b", "redis"),
     (r"\bredlease\.asyncio\b", "redlease"),
+    (r"\btests\._async\b", "tests._sync"),
     (r"\b_async\b", "_sync"),
     (r"\basync_client\b", "client"),
     (r"\basync_redlock_clients\b", "redlock_clients"),

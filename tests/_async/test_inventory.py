@@ -11,6 +11,7 @@ from redis.exceptions import ConnectionError, TimeoutError
 
 import redlease.asyncio as redlease
 from redlease._core.inventory import SWEEP, TRANSITIONS, InventoryKeys
+from tests._async.helpers import wait_until
 from tests.support import AsyncTasks
 
 pytestmark = pytest.mark.timeout(60)
@@ -18,15 +19,6 @@ pytestmark = pytest.mark.timeout(60)
 
 def keys(name: str) -> InventoryKeys:
     return InventoryKeys.build("redlease", name.encode())
-
-
-async def wait_until(predicate: Any, limit: float = 10.0) -> bool:
-    """Poll ``predicate`` (bounded) until true; returns its last value."""
-    for _ in range(int(limit / 0.02)):
-        if await predicate():
-            return True
-        await AsyncTasks.sleep(0.02)
-    return bool(await predicate())
 
 
 async def stocked(client: redis.asyncio.Redis, units: int, name: str = "sku:1") -> Any:

@@ -10,6 +10,7 @@ import redis.asyncio
 from redis.exceptions import ConnectionError, TimeoutError
 
 import redlease.asyncio as redlease
+from tests._async.helpers import wait_until
 from tests.support import AsyncTasks
 
 pytestmark = pytest.mark.timeout(60)
@@ -18,15 +19,6 @@ ALGORITHMS = ["fixed", "gcra"]
 
 def key(subject: str, algorithm: str = "fixed", name: str = "api") -> bytes:
     return f"redlease:ratelimit:{name}:{algorithm}:{{{subject}}}".encode()
-
-
-async def wait_until(predicate: Any, limit: float = 10.0) -> bool:
-    """Poll ``predicate`` (bounded) until true; returns its last value."""
-    for _ in range(int(limit / 0.02)):
-        if await predicate():
-            return True
-        await AsyncTasks.sleep(0.02)
-    return bool(await predicate())
 
 
 # -- both algorithms ------------------------------------------------------------------------

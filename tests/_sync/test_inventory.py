@@ -12,6 +12,7 @@ from redis.exceptions import ConnectionError, TimeoutError
 
 import redlease as redlease
 from redlease._core.inventory import SWEEP, TRANSITIONS, InventoryKeys
+from tests._sync.helpers import wait_until
 from tests.support import Tasks
 
 pytestmark = pytest.mark.timeout(60)
@@ -19,15 +20,6 @@ pytestmark = pytest.mark.timeout(60)
 
 def keys(name: str) -> InventoryKeys:
     return InventoryKeys.build("redlease", name.encode())
-
-
-def wait_until(predicate: Any, limit: float = 10.0) -> bool:
-    """Poll ``predicate`` (bounded) until true; returns its last value."""
-    for _ in range(int(limit / 0.02)):
-        if predicate():
-            return True
-        Tasks.sleep(0.02)
-    return bool(predicate())
 
 
 def stocked(client: redis.Redis, units: int, name: str = "sku:1") -> Any:

@@ -13,6 +13,7 @@ from redis.exceptions import ConnectionError, TimeoutError
 import redlease as redlease
 from redlease._sync.runtime import runtime_for
 from redlease._core.keys import LockKeys
+from tests._sync.helpers import wait_until
 from tests.support import Tasks
 
 pytestmark = pytest.mark.timeout(60)
@@ -20,15 +21,6 @@ pytestmark = pytest.mark.timeout(60)
 
 def keys(name: str) -> LockKeys:
     return LockKeys.build("redlease", name.encode())
-
-
-def wait_until(predicate: Any, limit: float = 10.0) -> bool:
-    """Poll ``predicate`` (bounded) until true; returns its last value."""
-    for _ in range(int(limit / 0.02)):
-        if predicate():
-            return True
-        Tasks.sleep(0.02)
-    return bool(predicate())
 
 
 # -- the basics -----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import redis
 from redis.exceptions import ConnectionError, TimeoutError
 
 import redlease as redlease
+from tests._sync.helpers import wait_until
 from tests.support import Tasks
 
 pytestmark = pytest.mark.timeout(60)
@@ -19,15 +20,6 @@ ALGORITHMS = ["fixed", "gcra"]
 
 def key(subject: str, algorithm: str = "fixed", name: str = "api") -> bytes:
     return f"redlease:ratelimit:{name}:{algorithm}:{{{subject}}}".encode()
-
-
-def wait_until(predicate: Any, limit: float = 10.0) -> bool:
-    """Poll ``predicate`` (bounded) until true; returns its last value."""
-    for _ in range(int(limit / 0.02)):
-        if predicate():
-            return True
-        Tasks.sleep(0.02)
-    return bool(predicate())
 
 
 # -- both algorithms ------------------------------------------------------------------------

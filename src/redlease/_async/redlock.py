@@ -260,12 +260,7 @@ class AsyncRedlock(AsyncHandle):
             await AsyncShield.cleanup(
                 lambda: self._round(RELEASE, *self._queue_args(token), servers=undo)
             )
-        if tally.answered < self.quorum:
-            raise QuorumUnavailable(
-                f"could not acquire lock {self.name!r}: {tally.unavailable()}",
-                name=self.name,
-                errors=tally.errors,
-            )
+        self._require_answers("acquire", tally)
         return None, tally
 
     async def _release_remote(self, holding: Holding) -> None:
@@ -288,18 +283,20 @@ class AsyncRedlock(AsyncHandle):
         done = sum(1 for r in replies if _is_one(r))
         if done >= self.quorum:
             return
-        errors = {i: r for i, r in enumerate(replies) if isinstance(r, BaseException)}
-        if len(replies) - len(errors) < self.quorum:
-            tally = core.Tally(n=len(replies), errors=errors)
-            raise QuorumUnavailable(
-                f"could not {action} lock {self.name!r}: {tally.unavailable()}",
-                name=self.name,
-                errors=errors,
-            )
+        self._require_answers(action, core.failures(replies))
         if count_lost:
             raise self._mark_lost(holding)
         holding.lost = True
         raise self._lost(f"was lost before {action}: its lease ran out or it was taken")
+
+    def _require_answers(self, action: str, tally: core.Tally) -> None:
+        """Raise QuorumUnavailable when fewer than a majority of the servers answered."""
+        if tally.answered < self.quorum:
+            raise QuorumUnavailable(
+                f"could not {action} lock {self.name!r}: {tally.unavailable()}",
+                name=self.name,
+                errors=tally.errors,
+            )
 
     def _renew_batch(self) -> RenewBatch:
         """Renew a batch of Redlocks on all their servers; each counts with a majority."""
@@ -327,14 +324,7 @@ class AsyncRedlock(AsyncHandle):
         """Per answering server: pttl; and the pttls of the servers where ``token`` holds."""
         keys = self._keys
         replies = await self._round(INSPECT, [keys.lock, keys.fence, keys.queue], [token])
-        errors = {i: r for i, r in enumerate(replies) if isinstance(r, BaseException)}
-        if len(replies) - len(errors) < self.quorum:
-            tally = core.Tally(n=len(replies), errors=errors)
-            raise QuorumUnavailable(
-                f"could not inspect lock {self.name!r}: {tally.unavailable()}",
-                name=self.name,
-                errors=errors,
-            )
+        self._require_answers("inspect", core.failures(replies))
         rows = [[int(x) for x in r] for r in replies if not isinstance(r, BaseException)]
         return [row[0] for row in rows], [row[0] for row in rows if row[1]]
 

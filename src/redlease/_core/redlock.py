@@ -24,7 +24,7 @@ from typing import Any
 from .lease import ACQUIRED, HELD, decode_acquire
 from .validate import client_kind
 
-__all__ = ["Tally", "check_clients", "drift_ms", "quorum", "tally", "validity"]
+__all__ = ["Tally", "check_clients", "drift_ms", "failures", "quorum", "tally", "validity"]
 
 
 def quorum(n: int) -> int:
@@ -74,6 +74,14 @@ class Tally:
             f"only {self.answered} of {self.n} servers answered (a quorum is {quorum(self.n)}): "
             f"{reasons}"
         )
+
+
+def failures(results: Sequence[Any]) -> Tally:
+    """A Tally of only which servers failed (replies of scripts other than acquire)."""
+    return Tally(
+        n=len(results),
+        errors={i: r for i, r in enumerate(results) if isinstance(r, BaseException)},
+    )
 
 
 def tally(results: Sequence[Any]) -> Tally:

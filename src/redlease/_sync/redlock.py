@@ -261,12 +261,7 @@ class Redlock(Handle):
             Shield.cleanup(
                 lambda: self._round(RELEASE, *self._queue_args(token), servers=undo)
             )
-        if tally.answered < self.quorum:
-            raise QuorumUnavailable(
-                f"could not acquire lock {self.name!r}: {tally.unavailable()}",
-                name=self.name,
-                errors=tally.errors,
-            )
+        self._require_answers("acquire", tally)
         return None, tally
 
     def _release_remote(self, holding: Holding) -> None:
@@ -289,18 +284,20 @@ class Redlock(Handle):
         done = sum(1 for r in replies if _is_one(r))
         if done >= self.quorum:
             return
-        errors = {i: r for i, r in enumerate(replies) if isinstance(r, BaseException)}
-        if len(replies) - len(errors) < self.quorum:
-            tally = core.Tally(n=len(replies), errors=errors)
-            raise QuorumUnavailable(
-                f"could not {action} lock {self.name!r}: {tally.unavailable()}",
-                name=self.name,
-                errors=errors,
-            )
+        self._require_answers(action, core.failures(replies))
         if count_lost:
             raise self._mark_lost(holding)
         holding.lost = True
         raise self._lost(f"was lost before {action}: its lease ran out or it was taken")
+
+    def _require_answers(self, action: str, tally: core.Tally) -> None:
+        """Raise QuorumUnavailable when fewer than a majority of the servers answered."""
+        if tally.answered < self.quorum:
+            raise QuorumUnavailable(
+                f"could not {action} lock {self.name!r}: {tally.unavailable()}",
+                name=self.name,
+                errors=tally.errors,
+            )
 
     def _renew_batch(self) -> RenewBatch:
         """Renew a batch of Redlocks on all their servers; each counts with a majority."""
@@ -328,14 +325,7 @@ class Redlock(Handle):
         """Per answering server: pttl; and the pttls of the servers where ``token`` holds."""
         keys = self._keys
         replies = self._round(INSPECT, [keys.lock, keys.fence, keys.queue], [token])
-        errors = {i: r for i, r in enumerate(replies) if isinstance(r, BaseException)}
-        if len(replies) - len(errors) < self.quorum:
-            tally = core.Tally(n=len(replies), errors=errors)
-            raise QuorumUnavailable(
-                f"could not inspect lock {self.name!r}: {tally.unavailable()}",
-                name=self.name,
-                errors=errors,
-            )
+        self._require_answers("inspect", core.failures(replies))
         rows = [[int(x) for x in r] for r in replies if not isinstance(r, BaseException)]
         return [row[0] for row in rows], [row[0] for row in rows if row[1]]
 
