@@ -12,6 +12,7 @@ from redis.exceptions import ConnectionError, TimeoutError
 import redlease.asyncio as redlease
 from redlease._async.runtime import runtime_for
 from redlease._core.keys import LockKeys
+from redlease.server import RedisServer
 from tests._async.helpers import wait_until
 from tests.support import AsyncTasks
 
@@ -580,4 +581,24 @@ async def test_server_restarting_empty_is_reported_lost(make_server: Any) -> Non
     assert await wait_until(noticed)
     with pytest.raises(redlease.LockLost):
         await lock.release()
+    await client.aclose()
+
+
+async def test_a_client_that_decodes_responses_works(server: RedisServer) -> None:
+    """Many applications set decode_responses=True: replies and messages arrive as str."""
+    client = redis.asyncio.Redis(host=server.host, port=server.port, decode_responses=True)
+    seen: list[int] = []
+
+    def worker(i: int) -> Any:
+        async def run() -> None:
+            lock = redlease.Lock(client, "decoded", ttl=5.0)
+            for _ in range(10):
+                async with lock:
+                    seen.append(lock.fence or 0)
+            assert await lock.remaining() is None
+
+        return run
+
+    await AsyncTasks.gather(*(worker(i) for i in range(3)))  # contended: hub messages too
+    assert sorted(seen) == seen and len(set(seen)) == 30
     await client.aclose()

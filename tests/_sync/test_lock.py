@@ -13,6 +13,7 @@ from redis.exceptions import ConnectionError, TimeoutError
 import redlease as redlease
 from redlease._sync.runtime import runtime_for
 from redlease._core.keys import LockKeys
+from redlease.server import RedisServer
 from tests._sync.helpers import wait_until
 from tests.support import Tasks
 
@@ -581,4 +582,24 @@ def test_server_restarting_empty_is_reported_lost(make_server: Any) -> None:
     assert wait_until(noticed)
     with pytest.raises(redlease.LockLost):
         lock.release()
+    client.close()
+
+
+def test_a_client_that_decodes_responses_works(server: RedisServer) -> None:
+    """Many applications set decode_responses=True: replies and messages arrive as str."""
+    client = redis.Redis(host=server.host, port=server.port, decode_responses=True)
+    seen: list[int] = []
+
+    def worker(i: int) -> Any:
+        def run() -> None:
+            lock = redlease.Lock(client, "decoded", ttl=5.0)
+            for _ in range(10):
+                with lock:
+                    seen.append(lock.fence or 0)
+            assert lock.remaining() is None
+
+        return run
+
+    Tasks.gather(*(worker(i) for i in range(3)))  # contended: hub messages too
+    assert sorted(seen) == seen and len(set(seen)) == 30
     client.close()
