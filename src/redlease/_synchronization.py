@@ -18,10 +18,12 @@ __all__ = [
     "AsyncBackground",
     "AsyncEvent",
     "AsyncMutex",
+    "AsyncReads",
     "AsyncShield",
     "Background",
     "Event",
     "Mutex",
+    "Reads",
     "Shield",
 ]
 
@@ -165,6 +167,32 @@ class Background:
     def owner() -> Hashable:
         """Who holds a lock: the current thread."""
         return threading.current_thread()
+
+
+class AsyncReads:
+    """Read one reply from a redis-py asyncio connection, raising when it does not come."""
+
+    @staticmethod
+    async def reply(conn: Any, timeout: float | None) -> Any:
+        """The next reply, within ``timeout`` seconds (``None``: the socket timeout).
+
+        redis-py's asyncio ``read_response(timeout=...)`` returns ``None`` on timeout (its
+        pub/sub relies on that); a lock must not take a silent server for a ``nil`` reply.
+        """
+        if timeout is None:
+            return await conn.read_response()
+        return await asyncio.wait_for(conn.read_response(), timeout)
+
+
+class Reads:
+    """Read one reply from a redis-py connection, raising when it does not come."""
+
+    @staticmethod
+    def reply(conn: Any, timeout: float | None) -> Any:
+        """The next reply, within ``timeout`` seconds (``None``: the socket timeout)."""
+        if timeout is None:
+            return conn.read_response()
+        return conn.read_response(timeout=timeout)  # raises TimeoutError when it runs out
 
 
 _cleanups: set[asyncio.Task[Any]] = set()

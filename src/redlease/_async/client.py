@@ -18,6 +18,7 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from .._core import validate
 from .._core.scripts import Script
+from .._synchronization import AsyncReads
 
 __all__ = ["check_client", "private_pool", "run_script"]
 
@@ -58,15 +59,14 @@ async def run_script(
     pool's own timeouts. Raises redis-py's exceptions. A connection whose reply may still be
     on its way (timeout, cancellation) is closed, never handed to the next caller.
     """
-    limit = {} if timeout is None else {"timeout": timeout}
     conn = await pool.get_connection()
     try:
         try:
             await conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
-            return await conn.read_response(**limit)
+            return await AsyncReads.reply(conn, timeout)
         except NoScriptError:
             await conn.send_command("EVAL", script.source, len(keys), *keys, *args)
-            return await conn.read_response(**limit)
+            return await AsyncReads.reply(conn, timeout)
     except ResponseError:
         raise  # a complete error reply: the connection is in sync
     except BaseException:

@@ -19,6 +19,7 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from .._core import validate
 from .._core.scripts import Script
+from .._synchronization import Reads
 
 __all__ = ["check_client", "private_pool", "run_script"]
 
@@ -59,15 +60,14 @@ def run_script(
     pool's own timeouts. Raises redis-py's exceptions. A connection whose reply may still be
     on its way (timeout, cancellation) is closed, never handed to the next caller.
     """
-    limit = {} if timeout is None else {"timeout": timeout}
     conn = pool.get_connection()
     try:
         try:
             conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
-            return conn.read_response(**limit)
+            return Reads.reply(conn, timeout)
         except NoScriptError:
             conn.send_command("EVAL", script.source, len(keys), *keys, *args)
-            return conn.read_response(**limit)
+            return Reads.reply(conn, timeout)
     except ResponseError:
         raise  # a complete error reply: the connection is in sync
     except BaseException:
