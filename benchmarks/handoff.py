@@ -25,12 +25,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
-import math
 import multiprocessing as mp
 import os
 import platform
-import queue
 import secrets
 import signal
 import sys
@@ -40,6 +37,52 @@ from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from _common import (
+    CAD_SCRIPT,
+    Op,
+    Progress,
+    acquire_release,
+    add_errors,
+    close_loop,
+    collect,
+    cpu_figures,
+    cpu_s,
+    decode_holds,
+    delete_run_keys,
+    error_row,
+    error_text,
+    exclusion_figures,
+    exclusion_verdict,
+    fmt,
+    handoff_figures,
+    interrupt_on_sigterm,
+    latency_rows,
+    load_average,
+    new_flag,
+    now_ns,
+    per_process_counts,
+    pick_libs,
+    print_header,
+    print_section,
+    print_table,
+    print_violations,
+    reap,
+    reap_all,
+    run_contenders,
+    server_name,
+    spread_figures,
+    start_child,
+    throughput_figures,
+    time_interleaved,
+    verdict,
+    wait_events,
+    wait_figures,
+    wait_flag,
+    wait_for_start,
+    worker_errors,
+    write_json,
+)
 
 # -- libraries under test ------------------------------------------------------------------
 
@@ -57,11 +100,6 @@ TARGET_UNCONTENDED = 1.10  # redlease sync p50 / raw floor p50
 TARGET_WAIT_CMDS = 0.0  # redlease commands per second per blocked waiter
 TARGET_RECOVERY_SLACK = 0.050  # s: kill -> acquire within ttl + this
 JOIN_AT = 0.4  # crash test: the waiter starts waiting this fraction of the ttl after the holder
-
-
-def now_ns() -> int:
-    """The system-wide monotonic clock: comparable across processes on this machine."""
-    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
 
 
 def make_sync_lock(lib: str, client: Any, name: str, ttl: float) -> Any:
@@ -110,12 +148,6 @@ def async_client(url: str) -> Any:
     return redis.asyncio.Redis.from_url(url)
 
 
-CAD_SCRIPT = (
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) "
-    "else return 0 end"
-)
-
-
 class Side:
     """One library in one process: its client, plus a private event loop for asyncio.
 
@@ -137,6 +169,13 @@ class Side:
         if self.is_async:
             return make_async_lock(self.lib, self.client, name, ttl)
         return make_sync_lock(self.lib, self.client, name, ttl)
+
+    def ready(self, name: str, ttl: float, events: Any, wid: int) -> Any:
+        """Warm up (on another lock), then the lock to measure; reported ready on ``events``."""
+        warm_up(self, name)
+        lock = self.lock(name, ttl)
+        events.put(("ready", wid))
+        return lock
 
     def run(self, coro: Any) -> Any:
         assert self.loop is not None
@@ -182,18 +221,9 @@ class Side:
             with contextlib.suppress(Exception):
                 self.client.close()
             return
-        loop = self.loop
         with contextlib.suppress(Exception):
-            loop.run_until_complete(asyncio.wait_for(self.client.aclose(), 5))
-        with contextlib.suppress(Exception):
-            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-            for task in pending:
-                task.cancel()
-            if pending:
-                loop.run_until_complete(
-                    asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), 5)
-                )
-        loop.close()
+            self.loop.run_until_complete(asyncio.wait_for(self.client.aclose(), 5))
+        close_loop(self.loop)
         self.loop = None
 
 
@@ -208,25 +238,12 @@ def warm_up(side: Side, name: str) -> None:
         side.once(lock)
 
 
-def _cpu_s() -> float:
-    """CPU seconds (user + system) of this whole process, all threads."""
-    t = os.times()
-    return t.user + t.system
-
-
 def _server_cpu(probe: Any) -> float:
     info = probe.info("cpu")
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
-def _error_text(exc: BaseException) -> str:
-    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-
-
-# -- child processes -----------------------------------------------------------------------
-#
-# Every child reports ("ready", id) on `events` once connected and warmed up, ("error", text)
-# if it fails, and waits for a shared flag (see new_flag) before it starts.
+# -- child processes (the plumbing is in _common.py) ---------------------------------------
 
 
 def contend_worker(
@@ -243,36 +260,16 @@ def contend_worker(
     side = None
     try:
         side = Side(lib, url)
-        warm_up(side, name)
-        lock = side.lock(name, 10.0)
-        events.put(("ready", wid))
-        if not wait_flag(start_ns, 120):
+        lock = side.ready(name, 10.0, events, wid)
+        end = wait_for_start(start_ns, duration_ns)
+        if end is None:
             results.put((wid, None, "never started", 0.0))
             return
-        start = start_ns.value
-        end = start + duration_ns
-        delay = (start - now_ns()) / 1e9
-        if delay > 0:
-            time.sleep(delay)
-        cpu0 = _cpu_s()
-        if side.is_async:
-            rec = side.run(_contend_async(lock, end))
-        else:
-            rec = array("q")
-            acquire, release = lock.acquire, lock.release
-            while now_ns() < end:
-                t_call = now_ns()
-                ok = acquire()
-                t_acq = now_ns()
-                # the critical section: nothing but the two clock reads
-                t_rel = now_ns()
-                if not ok:
-                    continue  # cannot happen without a timeout; counted as no hold
-                release()
-                rec.extend((t_call, t_acq, t_rel))
-        results.put((wid, rec.tobytes(), None, _cpu_s() - cpu0))
+        cpu0 = cpu_s()
+        rec = side.run(_contend_async(lock, end)) if side.is_async else _contend_sync(lock, end)
+        results.put((wid, rec.tobytes(), None, cpu_s() - cpu0))
     except BaseException as exc:
-        text = _error_text(exc)
+        text = error_text(exc)
         events.put(("error", text))
         results.put((wid, None, text + "\n" + traceback.format_exc(limit=4), 0.0))
     finally:
@@ -280,7 +277,25 @@ def contend_worker(
             side.close()
 
 
+def _contend_sync(lock: Any, end: int) -> array:
+    """The loop until ``end``: (t_call, t_acq, t_rel) of every hold."""
+    rec = array("q")
+    acquire, release = lock.acquire, lock.release
+    while now_ns() < end:
+        t_call = now_ns()
+        ok = acquire()
+        t_acq = now_ns()
+        # the critical section: nothing but the two clock reads
+        t_rel = now_ns()
+        if not ok:
+            continue  # cannot happen without a timeout; counted as no hold
+        release()
+        rec.extend((t_call, t_acq, t_rel))
+    return rec
+
+
 async def _contend_async(lock: Any, end: int) -> array:
+    """The same loop for an asyncio library, inside one task."""
     rec = array("q")
     while now_ns() < end:
         t_call = now_ns()
@@ -301,9 +316,7 @@ def waiter_worker(
     side = None
     try:
         side = Side(lib, url)
-        warm_up(side, name)
-        lock = side.lock(name, ttl)
-        events.put(("ready", wid))
+        lock = side.ready(name, ttl, events, wid)
         if not wait_flag(go, 120):
             results.put((wid, None, None, "never started"))
             return
@@ -311,7 +324,7 @@ def waiter_worker(
         t_call, t_acq, ok = side.once(lock)
         results.put((wid, t_call, t_acq if ok else None, None if ok else "acquire returned False"))
     except BaseException as exc:
-        text = _error_text(exc)
+        text = error_text(exc)
         events.put(("error", text))
         results.put((wid, None, None, text))
     finally:
@@ -326,9 +339,7 @@ def holder_worker(
     side = None
     try:
         side = Side(lib, url)
-        warm_up(side, name)
-        lock = side.lock(name, ttl)
-        events.put(("ready", -2))
+        lock = side.ready(name, ttl, events, -2)
         if not wait_flag(hold, 120):
             return
 
@@ -338,111 +349,52 @@ def holder_worker(
         side.once(lock, hold=let_go, hold_s=90.0, on_held=held)
         events.put(("released", now_ns()))
     except BaseException as exc:
-        events.put(("error", _error_text(exc)))
+        events.put(("error", error_text(exc)))
     finally:
         if side is not None:
             side.close()
 
 
-# -- process bookkeeping -------------------------------------------------------------------
-#
-# Signals to children are shared integers without a lock (RawValue), polled by the children:
-# multiprocessing.Event.set() waits for every sleeper to acknowledge, so a SIGKILLed child
-# blocked in Event.wait() would hang the parent forever.
+class HeldLock:
+    """A holder process and waiter processes on one lock, driven by three shared flags:
+    ``hold`` (the holder acquires), ``go`` (the waiters call acquire), ``let_go`` (the holder
+    releases)."""
 
+    def __init__(
+        self, ctx: Any, lib: str, url: str, name: str, ttl: float, waiter_ids: list[int]
+    ) -> None:
+        self.events, self.results = ctx.Queue(), ctx.Queue()
+        self.go, self.hold, self.let_go = new_flag(ctx), new_flag(ctx), new_flag(ctx)
+        self.holder = start_child(
+            ctx, holder_worker, lib, url, name, ttl, self.events, self.hold, self.let_go
+        )
+        self.waiters = [
+            start_child(
+                ctx, waiter_worker, lib, url, name, ttl, w, self.events, self.go, self.results
+            )
+            for w in waiter_ids
+        ]
 
-def new_flag(ctx: Any) -> Any:
-    return ctx.RawValue("q", 0)
+    def take(self, ready_timeout: float) -> int:
+        """Once every child is ready, let the holder acquire; when it had the lock (ns)."""
+        wait_events(self.events, "ready", len(self.waiters) + 1, timeout=ready_timeout)
+        self.hold.value = 1
+        _t_call, t_held, ok = wait_events(self.events, "held", 1, timeout=20)[0]
+        if not ok:
+            raise RuntimeError("the holder could not acquire a free lock")
+        return t_held
 
+    def start_waiting(self) -> None:
+        """Let the waiters call acquire; return once every one of them has called it."""
+        self.go.value = 1
+        wait_events(self.events, "calling", len(self.waiters), timeout=20)
 
-def wait_flag(flag: Any, timeout: float) -> bool:
-    """Poll ``flag`` until non-zero (True) or ``timeout`` seconds (False)."""
-    end = time.monotonic() + timeout
-    while not flag.value:
-        if time.monotonic() >= end:
-            return False
-        time.sleep(0.005)
-    return True
-
-
-_CHILDREN: list[Any] = []
-
-
-def start_child(ctx: Any, target: Callable[..., None], *args: Any) -> Any:
-    proc = ctx.Process(target=target, args=args, daemon=True)
-    proc.start()
-    _CHILDREN.append(proc)
-    return proc
-
-
-def reap(procs: list[Any], grace: float = 5.0) -> None:
-    """Join; terminate (SIGTERM) then kill (SIGKILL) what is left; always bounded."""
-    deadline = time.monotonic() + grace
-    for proc in procs:
-        proc.join(max(0.0, deadline - time.monotonic()))
-    for proc in procs:
-        if proc.is_alive():
-            proc.terminate()
-    for proc in procs:
-        proc.join(2.0)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(2.0)
-    for proc in procs:
-        with contextlib.suppress(ValueError):
-            _CHILDREN.remove(proc)
-        with contextlib.suppress(Exception):
-            proc.close()
-
-
-def reap_all() -> None:
-    reap(list(_CHILDREN), grace=0.5)
-
-
-def wait_events(events: Any, kind: str, count: int, timeout: float) -> list[Any]:
-    """Collect ``count`` events of ``kind`` (others with kind 'error' raise) within timeout."""
-    got: list[Any] = []
-    deadline = time.monotonic() + timeout
-    while len(got) < count:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError(f"only {len(got)}/{count} '{kind}' events within {timeout:g}s")
-        try:
-            ev, payload = events.get(timeout=min(left, 0.5))
-        except queue.Empty:
-            continue
-        if ev == "error":
-            raise RuntimeError(f"child failed: {payload}")
-        if ev == kind:
-            got.append(payload)
-    return got
-
-
-def collect(results: Any, count: int, timeout: float, procs: list[Any]) -> list[Any]:
-    """Collect ``count`` results within timeout; stop early if every process died."""
-    got: list[Any] = []
-    deadline = time.monotonic() + timeout
-    while len(got) < count and time.monotonic() < deadline:
-        try:
-            got.append(results.get(timeout=0.25))
-        except queue.Empty:
-            if not any(p.is_alive() for p in procs):
-                with contextlib.suppress(queue.Empty):
-                    while len(got) < count:
-                        got.append(results.get(timeout=0.5))
-                break
-    return got
-
-
-# -- statistics ----------------------------------------------------------------------------
-
-
-def pct(sorted_values: list[float] | list[int], q: float) -> float:
-    """Nearest-rank percentile of an already sorted list (nan if empty)."""
-    if not sorted_values:
-        return float("nan")
-    k = min(len(sorted_values) - 1, max(0, math.ceil(q / 100 * len(sorted_values)) - 1))
-    return float(sorted_values[k])
+    def stop(self) -> None:
+        """Release every flag and reap every child (bounded)."""
+        self.go.value = 1
+        self.hold.value = 1
+        self.let_go.value = 1
+        reap([self.holder, *self.waiters], grace=5.0)
 
 
 @dataclass
@@ -464,18 +416,13 @@ class Config:
 # -- 1. uncontended ------------------------------------------------------------------------
 
 
-def bench_uncontended(cfg: Config, run_id: str) -> dict[str, Any]:
-    """Interleaved rounds so that the machine's noise hits every library alike."""
+def _floor_ops(cfg: Config, run_id: str, aclient: Any, closers: list) -> dict[str, Op]:
+    """The raw floors, sync and asyncio: SET NX PX of a random token, EVALSHA compare-and-delete."""
     import redis
 
     base = redis.Redis.from_url(cfg.url)
     sha = base.script_load(CAD_SCRIPT)
     base.close()
-
-    loop = asyncio.new_event_loop()
-    ops: dict[str, tuple[bool, Callable[[], Any]]] = {}
-    errors: dict[str, str] = {}
-    closers: list[Callable[[], None]] = []
 
     r = redis.Redis.from_url(cfg.url)
     closers.append(r.close)
@@ -486,44 +433,36 @@ def bench_uncontended(cfg: Config, run_id: str) -> dict[str, Any]:
         r.set(floor_key, token, nx=True, px=10000)
         r.evalsha(sha, 1, floor_key, token)
 
-    ops["floor"] = (False, floor)
-
-    ar = loop.run_until_complete(_async_make(cfg.url))
-    closers.append(lambda: loop.run_until_complete(ar.aclose()))
     afloor_key = f"bench:{run_id}:afloor"
 
     async def afloor() -> None:
         token = secrets.token_hex(16)
-        await ar.set(afloor_key, token, nx=True, px=10000)
-        await ar.evalsha(sha, 1, afloor_key, token)
+        await aclient.set(afloor_key, token, nx=True, px=10000)
+        await aclient.evalsha(sha, 1, afloor_key, token)
 
-    ops["floor-async"] = (True, afloor)
+    return {"floor": (False, floor), "floor-async": (True, afloor)}
 
+
+def _lock_ops(
+    cfg: Config, run_id: str, aclient: Any, closers: list, errors: dict[str, str]
+) -> dict[str, Op]:
+    """One acquire+release per library (sync ones on a client each, asyncio ones on one), and
+    the diagnostic redlease row without its watchdog."""
+    import redis
+
+    ops: dict[str, Op] = {}
+    failure = "uncontended acquire returned False"
     for lib in cfg.libs:
         name = f"bench:{run_id}:solo:{lib}"
         try:
             if lib in ASYNC_LIBS:
-                alock = make_async_lock(lib, ar, name, 10.0)
-
-                async def aop(alock: Any = alock) -> None:
-                    if not await alock.acquire():
-                        raise RuntimeError("uncontended acquire returned False")
-                    await alock.release()
-
-                ops[lib] = (True, aop)
+                ops[lib] = acquire_release(make_async_lock(lib, aclient, name, 10.0), True, failure)
             else:
                 client = redis.Redis.from_url(cfg.url)
                 closers.append(client.close)
-                slock = make_sync_lock(lib, client, name, 10.0)
-
-                def sop(slock: Any = slock) -> None:
-                    if not slock.acquire():
-                        raise RuntimeError("uncontended acquire returned False")
-                    slock.release()
-
-                ops[lib] = (False, sop)
+                ops[lib] = acquire_release(make_sync_lock(lib, client, name, 10.0), False, failure)
         except Exception as exc:
-            errors[lib] = _error_text(exc)
+            errors[lib] = error_text(exc)
     if "redlease" in cfg.libs:
         # Diagnostic, not a default: the same lock without the watchdog (own client, so no
         # renewer thread exists in its runtime). The gap to the default row is the watchdog's.
@@ -533,97 +472,45 @@ def bench_uncontended(cfg: Config, run_id: str) -> dict[str, Any]:
             client = redis.Redis.from_url(cfg.url)
             closers.append(client.close)
             dlock = redlease.Lock(client, f"bench:{run_id}:solo:norenew", ttl=10.0, renew=False)
-
-            def dop(dlock: Any = dlock) -> None:
-                if not dlock.acquire():
-                    raise RuntimeError("uncontended acquire returned False")
-                dlock.release()
-
-            ops[DIAG_NORENEW] = (False, dop)
+            ops[DIAG_NORENEW] = acquire_release(dlock, False, failure)
         except Exception as exc:
-            errors[DIAG_NORENEW] = _error_text(exc)
+            errors[DIAG_NORENEW] = error_text(exc)
+    return ops
 
-    lat: dict[str, list[int]] = {k: [] for k in ops}
-    wall: dict[str, int] = {k: 0 for k in ops}
 
-    def batch(key: str, n: int, keep: bool) -> None:
-        is_async, fn = ops[key]
-        out = lat[key] if keep else []
-        pc = time.perf_counter_ns
-        if is_async:
-
-            async def go() -> None:
-                for _ in range(n):
-                    t0 = pc()
-                    await fn()
-                    out.append(pc() - t0)
-
-            t_start = pc()
-            loop.run_until_complete(go())
-        else:
-            t_start = pc()
-            for _ in range(n):
-                t0 = pc()
-                fn()
-                out.append(pc() - t0)
-        if keep:
-            wall[key] += pc() - t_start
-
-    try:
-        for key in list(ops):
-            try:
-                batch(key, cfg.warm, keep=False)
-            except Exception as exc:
-                errors[key] = _error_text(exc)
-                del ops[key]
-        per_round = max(1, cfg.iters // cfg.rounds)
-        keys = list(ops)
-        for rnd in range(cfg.rounds):
-            order = keys[rnd % len(keys) :] + keys[: rnd % len(keys)]
-            for key in order:
-                if key not in ops:
-                    continue
-                try:
-                    batch(key, per_round, keep=True)
-                except Exception as exc:
-                    errors[key] = _error_text(exc)
-                    del ops[key]
-    finally:
-        for close in closers:
-            with contextlib.suppress(Exception):
-                close()
-        with contextlib.suppress(Exception):
-            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-            for t in pending:
-                t.cancel()
-            if pending:
-                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-        loop.close()
-
-    out: dict[str, Any] = {}
-    for key, values in lat.items():
-        if key in errors or not values:
-            continue
-        values.sort()
-        out[key] = {
-            "n": len(values),
-            "ops_per_s": len(values) / (wall[key] / 1e9),
-            "p50_us": pct(values, 50) / 1000,
-            "p99_us": pct(values, 99) / 1000,
-            "mean_us": sum(values) / len(values) / 1000,
-            "samples_ns": values,
-        }
-    for key, err in errors.items():
-        out[key] = {"error": err}
+def _add_floor_ratios(out: dict[str, Any]) -> None:
+    """Every row's p50 over the sync floor's, and over the asyncio floor's."""
     floor_p50 = out.get("floor", {}).get("p50_us")
     afloor_p50 = out.get("floor-async", {}).get("p50_us")
-    for _key, row in out.items():
+    for row in out.values():
         if "error" in row:
             continue
         if floor_p50:
             row["ratio_floor"] = row["p50_us"] / floor_p50
         if afloor_p50:
             row["ratio_floor_async"] = row["p50_us"] / afloor_p50
+
+
+def bench_uncontended(cfg: Config, run_id: str) -> dict[str, Any]:
+    """Interleaved rounds so that the machine's noise hits every library alike."""
+    loop = asyncio.new_event_loop()
+    errors: dict[str, str] = {}
+    closers: list[Callable[[], None]] = []
+    try:
+        aclient = loop.run_until_complete(_async_make(cfg.url))
+        closers.append(lambda: loop.run_until_complete(aclient.aclose()))
+        ops = {
+            **_floor_ops(cfg, run_id, aclient, closers),
+            **_lock_ops(cfg, run_id, aclient, closers, errors),
+        }
+        lat, wall = time_interleaved(loop, ops, errors, cfg.warm, cfg.iters, cfg.rounds)
+    finally:
+        for close in closers:
+            with contextlib.suppress(Exception):
+                close()
+        close_loop(loop)
+    out = latency_rows(lat, wall, errors)
+    _add_floor_ratios(out)
     return out
 
 
@@ -631,98 +518,45 @@ def bench_uncontended(cfg: Config, run_id: str) -> dict[str, Any]:
 
 
 def bench_contended(cfg: Config, ctx: Any, lib: str, nproc: int, run_id: str) -> dict[str, Any]:
-    name = f"bench:{run_id}:contend:{lib}:{nproc}"
-    events, results = ctx.Queue(), ctx.Queue()
-    start_ns = new_flag(ctx)  # 0 until the start time is set
-    duration_ns = int(cfg.contend_seconds * 1e9)
     import redis
 
+    name = f"bench:{run_id}:contend:{lib}:{nproc}"
     probe = redis.Redis.from_url(cfg.url)
-    server_cpu = float("nan")
-    procs = [
-        start_child(
-            ctx, contend_worker, lib, cfg.url, name, w, events, start_ns, duration_ns, results
-        )
-        for w in range(nproc)
-    ]
     try:
-        wait_events(events, "ready", nproc, timeout=60 + 5 * nproc)
-        start = now_ns() + int(0.3e9)
-        start_ns.value = start
-        time.sleep(max(0.0, (start - now_ns()) / 1e9))
-        cpu0 = _server_cpu(probe)
-        end = start + duration_ns
-        time.sleep(max(0.0, (end - now_ns()) / 1e9))
-        server_cpu = _server_cpu(probe) - cpu0
-        got = collect(results, nproc, timeout=30.0, procs=procs)
+        window = run_contenders(
+            ctx,
+            contend_worker,
+            (lib, cfg.url, name),
+            nproc,
+            cfg.contend_seconds,
+            lambda: _server_cpu(probe),
+        )
     finally:
-        if not start_ns.value:
-            start_ns.value = now_ns()
         probe.close()
-        reap(procs, grace=5.0)
-    errors = [e for _, _, e, _ in got if e]
-    if len(got) < nproc:
-        errors.append(f"{nproc - len(got)} worker(s) did not report within the time limit")
-    holds: list[tuple[int, int, int, int]] = []  # (t_acq, t_rel, wid, t_call)
-    per_proc: dict[int, int] = {w: 0 for w in range(nproc)}
-    client_cpu = sum(cpu for _, _, _, cpu in got)
-    for wid, raw, _, _ in got:
-        if raw is None:
-            continue
-        rec = array("q")
-        rec.frombytes(raw)
-        for i in range(0, len(rec), 3):
-            t_call, t_acq, t_rel = rec[i], rec[i + 1], rec[i + 2]
-            holds.append((t_acq, t_rel, wid, t_call))
-            if start <= t_acq < end:
-                per_proc[wid] += 1
-    holds.sort()
-    violations = []
-    gaps: list[int] = []
-    same = 0
-    max_rel, max_rel_wid = None, None
-    for i, (t_acq, t_rel, wid, _) in enumerate(holds):
-        if max_rel is not None and t_acq < max_rel:
-            violations.append(
-                {"index": i, "overlap_ns": max_rel - t_acq, "holders": [max_rel_wid, wid]}
-            )
-        if i:
-            prev = holds[i - 1]
-            if prev[2] != wid:
-                gaps.append(t_acq - prev[1])
-            else:
-                same += 1
-        if max_rel is None or t_rel > max_rel:
-            max_rel, max_rel_wid = t_rel, wid
-    gaps.sort()
-    waits = sorted(h[0] - h[3] for h in holds)
-    in_window = sum(per_proc.values())
+    holds = decode_holds(window.reports)
+    per_proc = per_process_counts(holds, nproc, window.start, window.end)
+    throughput = throughput_figures(per_proc, cfg.contend_seconds)
+    client_cpu = sum(r[3] for r in window.reports)
+    server_cpu = window.after - window.before
     row: dict[str, Any] = {
         "processes": nproc,
         "seconds": cfg.contend_seconds,
-        "acquisitions": in_window,
-        "acq_per_s": in_window / cfg.contend_seconds,
-        "handoffs": len(gaps),
-        "handoff_p50_us": pct(gaps, 50) / 1000,
-        "handoff_p99_us": pct(gaps, 99) / 1000,
-        "same_process_regrab": same / max(1, len(holds) - 1),
-        "longest_wait_ms": (waits[-1] / 1e6) if waits else float("nan"),
-        "wait_p99_ms": pct(waits, 99) / 1e6,
-        "per_process_min": min(per_proc.values()) if per_proc else 0,
-        "per_process_max": max(per_proc.values()) if per_proc else 0,
+        **throughput,
+        **handoff_figures(holds),
+        **wait_figures(holds),
+        **spread_figures(per_proc),
         "per_process": per_proc,
-        "client_cpu_us_per_acq": client_cpu / max(1, len(holds)) * 1e6,
-        "server_cpu_us_per_acq": server_cpu / max(1, in_window) * 1e6,
-        "violations": len(violations),
-        "violation_examples": violations[:5],
+        **cpu_figures(client_cpu, server_cpu, holds, throughput["acquisitions"]),
+        **exclusion_figures(holds),
     }
-    if errors:
-        row["error"] = "; ".join(e.splitlines()[0] for e in errors[:3])
-        row["error_detail"] = errors[:3]
-    return row
+    return add_errors(row, worker_errors(window.reports, nproc))
 
 
 # -- 3. waiting load -----------------------------------------------------------------------
+
+
+def _commands_processed(probe: Any) -> int:
+    return int(probe.info("stats")["total_commands_processed"])
 
 
 def bench_waiting(cfg: Config, ctx: Any, lib: str, run_id: str) -> dict[str, Any]:
@@ -730,29 +564,17 @@ def bench_waiting(cfg: Config, ctx: Any, lib: str, run_id: str) -> dict[str, Any
 
     name = f"bench:{run_id}:wait:{lib}"
     n = cfg.waiters
-    events, results = ctx.Queue(), ctx.Queue()
-    go, hold, let_go = new_flag(ctx), new_flag(ctx), new_flag(ctx)
-    holder = start_child(ctx, holder_worker, lib, cfg.url, name, 10.0, events, hold, let_go)
-    waiters = [
-        start_child(ctx, waiter_worker, lib, cfg.url, name, 10.0, w, events, go, results)
-        for w in range(n)
-    ]
-    procs = [holder, *waiters]
+    held = HeldLock(ctx, lib, cfg.url, name, 10.0, list(range(n)))
     probe = redis.Redis.from_url(cfg.url)
     row: dict[str, Any] = {"waiters": n}
     try:
-        wait_events(events, "ready", n + 1, timeout=60 + 5 * n)
-        hold.value = 1
-        _t0_hold, t_held, ok = wait_events(events, "held", 1, timeout=20)[0]
-        if not ok:
-            raise RuntimeError("the holder could not acquire a free lock")
-        go.value = 1
-        wait_events(events, "calling", n, timeout=20)
+        t_held = held.take(ready_timeout=60 + 5 * n)
+        held.start_waiting()
         time.sleep(cfg.wait_settle)
-        c0 = int(probe.info("stats")["total_commands_processed"])
+        c0 = _commands_processed(probe)
         w0 = now_ns()
         time.sleep(cfg.wait_window)
-        c1 = int(probe.info("stats")["total_commands_processed"])
+        c1 = _commands_processed(probe)
         w1 = now_ns()
         commands = c1 - c0 - 1  # minus our first INFO (the second is not counted in c1)
         seconds = (w1 - w0) / 1e9
@@ -762,25 +584,32 @@ def bench_waiting(cfg: Config, ctx: Any, lib: str, run_id: str) -> dict[str, Any
             per_waiter_per_s=commands / n / seconds,
             window_end_after_hold_s=(w1 - t_held) / 1e9,
         )
-        let_go.value = 1
-        got = collect(results, n, timeout=30.0 + n * 1.0, procs=waiters)
+        held.let_go.value = 1
+        got = collect(held.results, n, timeout=30.0 + n * 1.0, procs=held.waiters)
         late = [e for _, _, _, e in got if e]
         if len(got) < n:
             late.append(f"{n - len(got)} waiter(s) never acquired after the release")
         if late:
             row["after_release_errors"] = late[:3]
     except Exception as exc:
-        row["error"] = _error_text(exc)
+        row["error"] = error_text(exc)
     finally:
-        go.value = 1
-        hold.value = 1
-        let_go.value = 1
         probe.close()
-        reap(procs, grace=5.0)
+        held.stop()
     return row
 
 
 # -- 4. crash recovery ---------------------------------------------------------------------
+
+
+def _lease_end(probe: Any, key: str) -> int:
+    """When the lease in ``key`` runs out, on the system-wide monotonic clock (ns)."""
+    a = now_ns()
+    pttl = int(probe.pttl(key))
+    b = now_ns()
+    if pttl < 0:
+        raise RuntimeError(f"lease key {key!r} has PTTL {pttl} before the kill")
+    return (a + b) // 2 + pttl * 1_000_000
 
 
 def bench_crash(cfg: Config, ctx: Any, lib: str, run_id: str) -> dict[str, Any]:
@@ -788,43 +617,29 @@ def bench_crash(cfg: Config, ctx: Any, lib: str, run_id: str) -> dict[str, Any]:
 
     ttl = cfg.crash_ttl
     name = f"bench:{run_id}:crash:{lib}"
-    events, results = ctx.Queue(), ctx.Queue()
-    go, hold, let_go = new_flag(ctx), new_flag(ctx), new_flag(ctx)
-    holder = start_child(ctx, holder_worker, lib, cfg.url, name, ttl, events, hold, let_go)
-    waiter = start_child(ctx, waiter_worker, lib, cfg.url, name, ttl, -1, events, go, results)
+    held = HeldLock(ctx, lib, cfg.url, name, ttl, [-1])
     probe = redis.Redis.from_url(cfg.url)
     row: dict[str, Any] = {"ttl_s": ttl}
     try:
-        wait_events(events, "ready", 2, timeout=60)
-        hold.value = 1
-        _, t_held, ok = wait_events(events, "held", 1, timeout=20)[0]
-        if not ok:
-            raise RuntimeError("the holder could not acquire a free lock")
+        t_held = held.take(ready_timeout=60)
         # The waiter joins well into the lease (a "late joiner"): a lock whose waiters time their
         # retry from when they started waiting, not from the lease, shows it here.
         time.sleep(max(0.0, (t_held + int(JOIN_AT * ttl * 1e9) - now_ns()) / 1e9))
-        go.value = 1
-        wait_events(events, "calling", 1, timeout=20)
+        held.start_waiting()
         time.sleep(0.3)  # the waiter is blocked (subscribed / polling) by now
-        key = lease_key(lib, name)
-        a = now_ns()
-        pttl = int(probe.pttl(key))
-        b = now_ns()
-        if pttl < 0:
-            raise RuntimeError(f"lease key {key!r} has PTTL {pttl} before the kill")
-        lease_end = (a + b) // 2 + pttl * 1_000_000
+        lease_end = _lease_end(probe, lease_key(lib, name))
         t_kill = now_ns()
-        os.kill(holder.pid, signal.SIGKILL)
-        holder.join(5)
-        got = collect(results, 1, timeout=ttl * 4 + 15, procs=[waiter])
+        os.kill(held.holder.pid, signal.SIGKILL)
+        held.holder.join(5)
+        got = collect(held.results, 1, timeout=ttl * 4 + 15, procs=held.waiters)
         if not got:
             raise TimeoutError(f"the waiter did not acquire within {ttl * 4 + 15:g} s of the kill")
-        _, _t_call, t_acq, err = got[0]
+        _, t_call, t_acq, err = got[0]
         if err:
             raise RuntimeError(err)
         recovery = (t_acq - t_kill) / 1e9
         row.update(
-            waiter_joined_after_hold_s=(_t_call - t_held) / 1e9,
+            waiter_joined_after_hold_s=(t_call - t_held) / 1e9,
             kill_after_hold_s=(t_kill - t_held) / 1e9,
             lease_left_at_kill_s=(lease_end - t_kill) / 1e9,
             kill_to_acquire_s=recovery,
@@ -832,74 +647,37 @@ def bench_crash(cfg: Config, ctx: Any, lib: str, run_id: str) -> dict[str, Any]:
             lease_end_to_acquire_ms=(t_acq - lease_end) / 1e6,
         )
     except Exception as exc:
-        row["error"] = _error_text(exc)
+        row["error"] = error_text(exc)
     finally:
-        go.value = 1
-        hold.value = 1
-        let_go.value = 1
         probe.close()
-        reap([holder, waiter], grace=5.0)
+        held.stop()
     return row
 
 
 # -- report --------------------------------------------------------------------------------
 
-
-def verdict(ok: bool) -> str:
-    return "PASS" if ok else "FAIL"
-
-
-def fmt(value: Any, spec: str) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float) and value != value:
-        return "nan"
-    return format(value, spec)
-
-
-def print_table(headers: list[str], rows: list[list[str]], aligns: str | None = None) -> None:
-    full = [r for r in rows if len(r) == len(headers)]
-    widths = [max([len(h), *(len(r[i]) for r in full)]) for i, h in enumerate(headers)]
-    aligns = aligns or "l" + "r" * (len(headers) - 1)
-
-    def line(cells: list[str]) -> str:
-        out = []
-        for i, c in enumerate(cells):
-            out.append(c.ljust(widths[i]) if aligns[i] == "l" else c.rjust(widths[i]))
-        return "  ".join(out).rstrip()
-
-    print(line(headers))
-    print(line(["-" * w for w in widths]))
-    for r in rows:
-        if len(r) != len(headers):  # an error row: name and message
-            print(f"{r[0].ljust(widths[0])}  {r[1]}")
-        else:
-            print(line(r))
+MINE = ("redlease", "redlease-async")
 
 
 def report(cfg: Config, data: dict[str, Any]) -> list[str]:
-    """Print the tables; returns the list of failed targets."""
+    """Print the tables; returns the list of failed targets (each ``_report_*`` prints one
+    section and appends the targets it missed)."""
     failed: list[str] = []
     env = data["env"]
-    print()
-    print(
+    print_header(
         f"redlease hand-off benchmark  |  server {env['server']}  |  redis-py {env['redis_py']}"
         f" ({'hiredis' if env['hiredis'] else 'python'} parser)  |  Python {env['python']}"
-        f"  |  {env['cpus']} CPUs  |  load avg {env['load_before']} -> {env['load_after']}"
+        f"  |  {env['cpus']} CPUs  |  load avg {env['load_before']} -> {env['load_after']}",
+        cfg.quick,
     )
-    if cfg.quick:
-        print("QUICK RUN: small samples, figures are indicative only")
-
-    # 1
-    u = data["uncontended"]
-    if u:
-        failed += _report_uncontended(cfg, u)
+    if data["uncontended"]:
+        _report_uncontended(cfg, data["uncontended"], failed)
     if data["contended"]:
-        failed += _report_contended(cfg, data)
+        _report_contended(cfg, data, failed)
     if data["waiting"]:
-        failed += _report_waiting(cfg, data)
+        _report_waiting(cfg, data, failed)
     if data["crash"]:
-        failed += _report_crash(cfg, data)
+        _report_crash(cfg, data, failed)
     print()
     if failed:
         print("Targets missed: " + "; ".join(failed))
@@ -910,10 +688,31 @@ def report(cfg: Config, data: dict[str, Any]) -> list[str]:
     return failed
 
 
-def _report_uncontended(cfg: Config, u: dict[str, Any]) -> list[str]:
-    failed: list[str] = []
-    print()
-    print(
+def _library_rows(
+    cfg: Config,
+    section: dict[str, Any],
+    what: str,
+    failed: list[str],
+    measured: Callable[[str, dict[str, Any]], list[str]],
+) -> list[list[str]]:
+    """A table row per library of ``section``: ``measured(lib, row)``, or an ERROR row (and
+    for redlease's, ``what`` not measured among the failed targets)."""
+    rows = []
+    for lib in cfg.libs:
+        row = section.get(lib)
+        if row is None:
+            continue
+        if "error" in row:
+            rows.append(error_row(LIBS[lib], row))
+            if lib in MINE:
+                failed.append(f"{what} not measured ({lib} failed)")
+            continue
+        rows.append(measured(lib, row))
+    return rows
+
+
+def _report_uncontended(cfg: Config, u: dict[str, Any], failed: list[str]) -> None:
+    print_section(
         f"1. Uncontended acquire+release: {cfg.iters} iterations each after {cfg.warm} warm-up,"
         f" interleaved in {cfg.rounds} rounds"
     )
@@ -932,7 +731,7 @@ def _report_uncontended(cfg: Config, u: dict[str, Any]) -> list[str]:
         if row is None:
             continue
         if "error" in row:
-            rows.append([labels[key], f"ERROR: {row['error']}"])
+            rows.append(error_row(labels[key], row))
             if key in ("floor", "redlease"):
                 failed.append(f"uncontended target not measured ({key} failed)")
             continue
@@ -961,13 +760,10 @@ def _report_uncontended(cfg: Config, u: dict[str, Any]) -> list[str]:
         rows,
         "lrrrrrl",
     )
-    return failed
 
 
-def _report_contended(cfg: Config, data: dict[str, Any]) -> list[str]:
-    failed: list[str] = []
-    print()
-    print(
+def _report_contended(cfg: Config, data: dict[str, Any], failed: list[str]) -> None:
+    print_section(
         f"2. Contended: N processes on one lock, loop acquire -> tiny section -> release for"
         f" {cfg.contend_seconds:g} s"
     )
@@ -979,14 +775,10 @@ def _report_contended(cfg: Config, data: dict[str, Any]) -> list[str]:
             if row is None:
                 continue
             if "error" in row and not row.get("acquisitions"):
-                rows.append([f"{LIBS[lib]}  N={n}", f"ERROR: {row['error']}"])
-                if lib in ("redlease", "redlease-async"):
+                rows.append(error_row(f"{LIBS[lib]}  N={n}", row))
+                if lib in MINE:
                     failed.append(f"mutual exclusion not checked ({lib} N={n} failed)")
                 continue
-            excl = "OK" if row["violations"] == 0 else f"VIOLATED x{row['violations']}"
-            if row["violations"]:
-                loud.append(f"{LIBS[lib]} N={n}: {row['violations']} overlapping holds")
-                failed.append(f"mutual exclusion {lib} N={n}")
             rows.append(
                 [
                     f"{LIBS[lib]}  N={n}",
@@ -998,7 +790,7 @@ def _report_contended(cfg: Config, data: dict[str, Any]) -> list[str]:
                     f"{row['per_process_min']}/{row['per_process_max']}",
                     fmt(row.get("client_cpu_us_per_acq"), ",.0f"),
                     fmt(row.get("server_cpu_us_per_acq"), ",.0f"),
-                    excl + (" (worker error)" if "error" in row else ""),
+                    exclusion_verdict(row, f"{LIBS[lib]} N={n}", f"{lib} N={n}", loud, failed),
                 ]
             )
     print_table(
@@ -1017,18 +809,17 @@ def _report_contended(cfg: Config, data: dict[str, Any]) -> list[str]:
         rows,
         "lrrrrrrrrl",
     )
-    if loud:
-        print()
-        print("!" * 78)
-        for text in loud:
-            print(f"!!! MUTUAL EXCLUSION VIOLATED: {text}")
-        print("!" * 78)
-    # redlease against the fair peer, same run (informative; redis-py's acq/s is mostly one
-    # process re-grabbing its own lock, see same-proc)
+    print_violations(loud)
+    _print_against_peer(cfg, data["contended"])
+
+
+def _print_against_peer(cfg: Config, contended: dict[str, Any]) -> None:
+    """redlease against the fair peer, same run (informative; redis-py's acq/s is mostly one
+    process re-grabbing its own lock, see same-proc)."""
     for n in cfg.contend_sizes:
-        for mine in ("redlease", "redlease-async"):
-            base = data["contended"].get(f"{mine}/{n}", {})
-            peer = data["contended"].get(f"python-redis-lock/{n}", {})
+        for mine in MINE:
+            base = contended.get(f"{mine}/{n}", {})
+            peer = contended.get(f"python-redis-lock/{n}", {})
             keys = ("acq_per_s", "handoff_p50_us", "longest_wait_ms", "client_cpu_us_per_acq")
             if all(base.get(k) and peer.get(k) for k in keys):
                 print(
@@ -1039,98 +830,64 @@ def _report_contended(cfg: Config, data: dict[str, Any]) -> list[str]:
                     " client CPU/acq"
                     f" {base['client_cpu_us_per_acq'] / peer['client_cpu_us_per_acq']:.2f}x"
                 )
-    return failed
 
 
-def _report_waiting(cfg: Config, data: dict[str, Any]) -> list[str]:
-    failed: list[str] = []
-    print()
-    print(
+def _report_waiting(cfg: Config, data: dict[str, Any], failed: list[str]) -> None:
+    print_section(
         f"3. Waiting load: one holder (10 s lease), {cfg.waiters} waiter processes blocked;"
         f" INFO total_commands_processed delta over ~{cfg.wait_window:g} s"
         " (Lua-internal calls count)"
     )
-    rows = []
-    for lib in cfg.libs:
-        row = data["waiting"].get(lib)
-        if row is None:
-            continue
-        if "error" in row:
-            rows.append([LIBS[lib], f"ERROR: {row['error']}"])
-            if lib in ("redlease", "redlease-async"):
-                failed.append(f"waiting-load target not measured ({lib} failed)")
-            continue
-        target = ""
-        if lib in ("redlease", "redlease-async"):
-            ok = row["per_waiter_per_s"] <= TARGET_WAIT_CMDS
-            target = f"= 0  {verdict(ok)}"
-            if not ok:
-                failed.append(f"waiting load {lib} {row['per_waiter_per_s']:.2f}/s/waiter")
-        note = ""
-        if row.get("window_end_after_hold_s", 0) >= 10.0 / 3:
-            note = "window reached the holder's first renewal (ttl/3): it may be counted; "
-        if row.get("after_release_errors"):
-            note += "after release: " + row["after_release_errors"][0]
-        rows.append(
-            [
-                LIBS[lib],
-                str(row["waiters"]),
-                fmt(row["window_s"], ".2f"),
-                str(row["commands"]),
-                fmt(row["per_waiter_per_s"], ".2f"),
-                target,
-                note,
-            ]
-        )
+    rows = _library_rows(
+        cfg,
+        data["waiting"],
+        "waiting-load target",
+        failed,
+        lambda lib, row: _waiting_row(lib, row, failed),
+    )
     print_table(
         ["library", "waiters", "window s", "commands", "cmds/s/waiter", "target", "note"],
         rows,
         "lrrrrll",
     )
-    return failed
 
 
-def _report_crash(cfg: Config, data: dict[str, Any]) -> list[str]:
-    failed: list[str] = []
-    print()
-    print(
+def _waiting_row(lib: str, row: dict[str, Any], failed: list[str]) -> list[str]:
+    target = ""
+    if lib in MINE:
+        ok = row["per_waiter_per_s"] <= TARGET_WAIT_CMDS
+        target = f"= 0  {verdict(ok)}"
+        if not ok:
+            failed.append(f"waiting load {lib} {row['per_waiter_per_s']:.2f}/s/waiter")
+    note = ""
+    if row.get("window_end_after_hold_s", 0) >= 10.0 / 3:
+        note = "window reached the holder's first renewal (ttl/3): it may be counted; "
+    if row.get("after_release_errors"):
+        note += "after release: " + row["after_release_errors"][0]
+    return [
+        LIBS[lib],
+        str(row["waiters"]),
+        fmt(row["window_s"], ".2f"),
+        str(row["commands"]),
+        fmt(row["per_waiter_per_s"], ".2f"),
+        target,
+        note,
+    ]
+
+
+def _report_crash(cfg: Config, data: dict[str, Any], failed: list[str]) -> None:
+    print_section(
         f"4. Crash recovery: holder (ttl {cfg.crash_ttl:g} s) SIGKILLed while a process waits"
         f" (it started waiting {JOIN_AT * cfg.crash_ttl:g} s into the lease, the kill came"
         f" 0.3 s later); target kill->acquire <= ttl + {TARGET_RECOVERY_SLACK * 1000:.0f} ms"
     )
-    rows = []
-    limit = 1 + TARGET_RECOVERY_SLACK / cfg.crash_ttl
-    for lib in cfg.libs:
-        row = data["crash"].get(lib)
-        if row is None:
-            continue
-        if "error" in row:
-            rows.append([LIBS[lib], f"ERROR: {row['error']}"])
-            if lib in ("redlease", "redlease-async"):
-                failed.append(f"crash-recovery target not measured ({lib} failed)")
-            continue
-        # strict: against the lease actually left at the kill (a renewing library extended it)
-        strict = row["kill_to_acquire_s"] / (row["lease_left_at_kill_s"] + TARGET_RECOVERY_SLACK)
-        row["ratio_lease_left"] = strict
-        target = ""
-        if lib in ("redlease", "redlease-async"):
-            ok = row["ratio_ttl"] <= limit and strict <= 1.0
-            target = f"<= {limit:.3f} and strict <= 1  {verdict(ok)}"
-            if not ok:
-                failed.append(
-                    f"crash recovery {lib} {row['ratio_ttl']:.3f} x ttl, strict {strict:.3f}"
-                )
-        rows.append(
-            [
-                LIBS[lib],
-                fmt(row["kill_to_acquire_s"] * 1000, ",.0f"),
-                fmt(row["ratio_ttl"], ".3f"),
-                fmt(row["lease_left_at_kill_s"] * 1000, ",.0f"),
-                fmt(row["lease_end_to_acquire_ms"], ",.1f"),
-                fmt(strict, ".3f"),
-                target,
-            ]
-        )
+    rows = _library_rows(
+        cfg,
+        data["crash"],
+        "crash-recovery target",
+        failed,
+        lambda lib, row: _crash_row(cfg, lib, row, failed),
+    )
     print_table(
         [
             "library",
@@ -1149,29 +906,31 @@ def _report_crash(cfg: Config, data: dict[str, Any]) -> list[str]:
         f"{TARGET_RECOVERY_SLACK * 1000:.0f} ms): <= 1 means the waiter got the lock within"
         f" {TARGET_RECOVERY_SLACK * 1000:.0f} ms of the lease really running out"
     )
-    return failed
+
+
+def _crash_row(cfg: Config, lib: str, row: dict[str, Any], failed: list[str]) -> list[str]:
+    limit = 1 + TARGET_RECOVERY_SLACK / cfg.crash_ttl
+    # strict: against the lease actually left at the kill (a renewing library extended it)
+    strict = row["kill_to_acquire_s"] / (row["lease_left_at_kill_s"] + TARGET_RECOVERY_SLACK)
+    row["ratio_lease_left"] = strict
+    target = ""
+    if lib in MINE:
+        ok = row["ratio_ttl"] <= limit and strict <= 1.0
+        target = f"<= {limit:.3f} and strict <= 1  {verdict(ok)}"
+        if not ok:
+            failed.append(f"crash recovery {lib} {row['ratio_ttl']:.3f} x ttl, strict {strict:.3f}")
+    return [
+        LIBS[lib],
+        fmt(row["kill_to_acquire_s"] * 1000, ",.0f"),
+        fmt(row["ratio_ttl"], ".3f"),
+        fmt(row["lease_left_at_kill_s"] * 1000, ",.0f"),
+        fmt(row["lease_end_to_acquire_ms"], ",.1f"),
+        fmt(strict, ".3f"),
+        target,
+    ]
 
 
 # -- main ----------------------------------------------------------------------------------
-
-
-def _delete_keys(url: str, run_id: str) -> None:
-    """On a server we did not start: delete this run's keys (redlease's fence keys persist)."""
-    import redis
-
-    with contextlib.suppress(Exception):
-        client = redis.Redis.from_url(url, socket_timeout=5)
-        try:
-            batch = []
-            for key in client.scan_iter(match=f"*bench:{run_id}:*", count=1000):
-                batch.append(key)
-                if len(batch) >= 500:
-                    client.delete(*batch)
-                    batch.clear()
-            if batch:
-                client.delete(*batch)
-        finally:
-            client.close()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -1192,19 +951,54 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def _environment(cfg: Config) -> dict[str, Any]:
+    import redis
+
+    probe = redis.Redis.from_url(cfg.url)
+    info = probe.info("server")
+    probe.close()
+    return {
+        "server": server_name(info),
+        "redis_py": redis.__version__,
+        "hiredis": bool(getattr(redis.utils, "HIREDIS_AVAILABLE", False)),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load_before": load_average(),
+        "url": cfg.url,
+        "quick": cfg.quick,
+    }
+
+
+def _run_sections(
+    cfg: Config, sections: set[str], run_id: str, data: dict[str, Any], progress: Progress
+) -> None:
+    ctx = mp.get_context("spawn")
+    if "1" in sections:
+        progress.uncontended(data, lambda: bench_uncontended(cfg, run_id), "floor")
+    if "2" in sections:
+        progress.per_size(
+            data["contended"],
+            cfg.contend_sizes,
+            cfg.libs,
+            lambda lib, n: bench_contended(cfg, ctx, lib, n, run_id),
+        )
+    if "3" in sections:
+        progress.per_library(
+            data["waiting"], cfg.libs, lambda lib: bench_waiting(cfg, ctx, lib, run_id)
+        )
+    if "4" in sections:
+        progress.per_library(
+            data["crash"], cfg.libs, lambda lib: bench_crash(cfg, ctx, lib, run_id)
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    libs = [x.strip() for x in args.libs.split(",") if x.strip()]
-    unknown = [x for x in libs if x not in LIBS]
-    if unknown:
-        print(f"unknown libraries: {unknown}; choose from {list(LIBS)}", file=sys.stderr)
+    libs = pick_libs(args.libs, LIBS)
+    if libs is None:
         return 2
     sections = {s.strip() for s in args.sections.split(",")}
-
-    def on_term(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt  # run the clean-up below: children reaped, server stopped
-
-    signal.signal(signal.SIGTERM, on_term)
+    interrupt_on_sigterm()
     server = None
     url = args.url
     if url is None:
@@ -1217,63 +1011,17 @@ def main(argv: list[str] | None = None) -> int:
     else:
         cfg = Config(url, False, libs, 3000, 300, 10, (4, 16), 3.0, 8, 2.5, 0.5, 3.0)
 
-    import redis
-
     run_id = secrets.token_hex(4)
-    probe = redis.Redis.from_url(url)
-    info = probe.info("server")
-    probe.close()
     data: dict[str, Any] = {
-        "env": {
-            "server": f"{'valkey' if 'valkey_version' in info else 'redis'} "
-            f"{info.get('valkey_version') or info.get('redis_version')}",
-            "redis_py": redis.__version__,
-            "hiredis": bool(getattr(redis.utils, "HIREDIS_AVAILABLE", False)),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-            "load_before": " ".join(f"{x:.2f}" for x in os.getloadavg()),
-            "url": url,
-            "quick": cfg.quick,
-        },
+        "env": _environment(cfg),
         "uncontended": {},
         "contended": {},
         "waiting": {},
         "crash": {},
     }
-    ctx = mp.get_context("spawn")
-    t_begin = time.monotonic()
-
-    def progress(text: str) -> None:
-        print(f"[{time.monotonic() - t_begin:6.1f}s] {text}", file=sys.stderr, flush=True)
-
-    def guarded(section: dict[str, Any], key: str, fn: Callable[[], dict[str, Any]]) -> None:
-        progress(key)
-        try:
-            section[key] = fn()
-        except Exception as exc:
-            section[key] = {"error": _error_text(exc)}
-
+    progress = Progress()
     try:
-        if "1" in sections:
-            progress("uncontended")
-            try:
-                data["uncontended"] = bench_uncontended(cfg, run_id)
-            except Exception as exc:
-                data["uncontended"] = {"floor": {"error": _error_text(exc)}}
-        if "2" in sections:
-            for n in cfg.contend_sizes:
-                for lib in libs:
-                    guarded(
-                        data["contended"],
-                        f"{lib}/{n}",
-                        lambda lib=lib, n=n: bench_contended(cfg, ctx, lib, n, run_id),
-                    )
-        if "3" in sections:
-            for lib in libs:
-                guarded(data["waiting"], lib, lambda lib=lib: bench_waiting(cfg, ctx, lib, run_id))
-        if "4" in sections:
-            for lib in libs:
-                guarded(data["crash"], lib, lambda lib=lib: bench_crash(cfg, ctx, lib, run_id))
+        _run_sections(cfg, sections, run_id, data, progress)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -1282,16 +1030,14 @@ def main(argv: list[str] | None = None) -> int:
         if server is not None:
             server.stop()
         else:
-            _delete_keys(url, run_id)
-        data["env"]["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
-        data["env"]["elapsed_s"] = time.monotonic() - t_begin
+            delete_run_keys(url, run_id)
+        data["env"]["load_after"] = load_average()
+        data["env"]["elapsed_s"] = progress.elapsed()
     progress("done")
     failed = report(cfg, data)
     data["failed_targets"] = failed
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(data, fh, indent=1, default=str)
-        print(f"raw figures written to {args.json}")
+        write_json(args.json, data)
     return 0
 
 

@@ -16,8 +16,9 @@ Five servers are started here (``redlease.server.RedisServer``, default settings
 3. 2 of the 5 servers paused (SIGSTOP): does each library still acquire, and how fast.
 
 Targets are judged with ratios of figures measured in this same run. See benchmarks/README.md.
-The process plumbing (start flags, reaping, bounded waits) and the table printer come from
-``handoff.py`` next to this file.
+The process plumbing (start flags, reaping, bounded waits), the interleaved latency loop, the
+figures of a contended run and the table printer are shared with ``handoff.py``: they live in
+``_common.py`` next to this file.
 """
 
 from __future__ import annotations
@@ -25,14 +26,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import logging
 import multiprocessing as mp
 import os
 import platform
 import queue
 import secrets
-import signal
 import sys
 import time
 import traceback
@@ -42,21 +41,50 @@ from dataclasses import dataclass
 from importlib.metadata import version
 from typing import Any
 
-from handoff import (
-    _cpu_s,
-    _error_text,
-    collect,
+from _common import (
+    CAD_SCRIPT,
+    Op,
+    Progress,
+    acquire_release,
+    add_errors,
+    close_loop,
+    cpu_figures,
+    cpu_s,
+    decode_holds,
+    delete_run_keys,
+    error_row,
+    error_text,
+    exclusion_figures,
+    exclusion_verdict,
     fmt,
+    handoff_figures,
+    interrupt_on_sigterm,
+    latency_rows,
+    load_average,
     new_flag,
     now_ns,
     pct,
+    per_process_counts,
+    pick_libs,
+    print_header,
+    print_section,
     print_table,
+    print_violations,
     reap,
     reap_all,
+    run_contenders,
+    server_name,
+    spread_figures,
     start_child,
+    throughput_figures,
+    time_interleaved,
     verdict,
     wait_events,
+    wait_figures,
     wait_flag,
+    wait_for_start,
+    worker_errors,
+    write_json,
 )
 
 # -- libraries under test ------------------------------------------------------------------
@@ -213,7 +241,7 @@ class Proc:
                 else:
                     errors.append("acquire of a free lock failed")
             except Exception as exc:
-                errors.append(_error_text(exc))
+                errors.append(error_text(exc))
                 time.sleep(0.05)
             if done == 3:
                 return errors
@@ -226,25 +254,10 @@ class Proc:
         # aioredlock logs every unlock its background clean-up cannot finish once the
         # pools are closed: expected at teardown, and noise on the terminal.
         logging.getLogger("aioredlock").setLevel(logging.CRITICAL)
-        loop = self.loop
         with contextlib.suppress(Exception):
-            loop.run_until_complete(self.backend.aclose())
-        with contextlib.suppress(Exception):
-            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-            for task in pending:
-                task.cancel()
-            if pending:
-                loop.run_until_complete(
-                    asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), 5)
-                )
-        loop.close()
+            self.loop.run_until_complete(self.backend.aclose())
+        close_loop(self.loop)
         self.loop = None
-
-
-CAD_SCRIPT = (
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) "
-    "else return 0 end"
-)
 
 
 @dataclass
@@ -265,161 +278,87 @@ class Config:
 # -- 1. uncontended ------------------------------------------------------------------------
 
 
-def bench_uncontended(cfg: Config, run_id: str) -> dict[str, Any]:
-    """Every (library, N) row and the floors, interleaved so that load bursts hit all alike."""
+def _floor_ops(
+    cfg: Config, run_id: str, loop: asyncio.AbstractEventLoop, closers: list, aclosers: list
+) -> dict[str, Op]:
+    """The raw fan-out floors over 1 and 5 servers: SET NX PX on every server (write all,
+    then read all), then EVALSHA compare-and-delete the same way; and the same with
+    redis.asyncio and gather."""
     import redis
 
-    loop = asyncio.new_event_loop()
-    ops: dict[str, tuple[bool, Callable[[], Any]]] = {}
-    errors: dict[str, str] = {}
-    closers: list[Callable[[], None]] = []
-    aclosers: list[Callable[[], Any]] = []
+    sha = ""
+    for url in cfg.urls[: max(SIZES)]:
+        probe = redis.Redis.from_url(url)
+        sha = probe.script_load(CAD_SCRIPT)
+        probe.close()
 
-    try:
-        sha = ""
-        for url in cfg.urls[: max(SIZES)]:
-            probe = redis.Redis.from_url(url)
-            sha = probe.script_load(CAD_SCRIPT)
-            probe.close()
+    ops: dict[str, Op] = {}
+    for n in SIZES:
+        clients = [redis.Redis.from_url(u) for u in cfg.urls[:n]]
+        closers.extend(c.close for c in clients)
+        conns = [c.connection_pool.get_connection() for c in clients]
+        key = f"bench:{run_id}:floor:{n}"
 
+        def floor(conns: list[Any] = conns, key: str = key) -> None:
+            token = secrets.token_hex(16)
+            for conn in conns:
+                conn.send_command("SET", key, token, "NX", "PX", int(TTL * 1000))
+            for conn in conns:
+                conn.read_response()
+            for conn in conns:
+                conn.send_command("EVALSHA", sha, 1, key, token)
+            for conn in conns:
+                conn.read_response()
+
+        ops[f"floor/{n}"] = (False, floor)
+
+        aclients = loop.run_until_complete(_async_clients(cfg.urls[:n]))
+        aclosers.extend(c.aclose for c in aclients)
+        akey = f"bench:{run_id}:afloor:{n}"
+
+        async def afloor(aclients: list[Any] = aclients, akey: str = akey) -> None:
+            token = secrets.token_hex(16)
+            await asyncio.gather(
+                *(c.set(akey, token, nx=True, px=int(TTL * 1000)) for c in aclients)
+            )
+            await asyncio.gather(*(c.evalsha(sha, 1, akey, token) for c in aclients))
+
+        ops[f"floor-async/{n}"] = (True, afloor)
+    return ops
+
+
+def _lock_ops(
+    cfg: Config,
+    run_id: str,
+    loop: asyncio.AbstractEventLoop,
+    closers: list,
+    aclosers: list,
+    errors: dict[str, str],
+) -> dict[str, Op]:
+    """One acquire+release per library over 1 and over 5 servers, a backend each."""
+    ops: dict[str, Op] = {}
+    failure = "uncontended acquire failed"
+    for lib in cfg.libs:
         for n in SIZES:
-            clients = [redis.Redis.from_url(u) for u in cfg.urls[:n]]
-            closers.extend(c.close for c in clients)
-            conns = [c.connection_pool.get_connection() for c in clients]
-            key = f"bench:{run_id}:floor:{n}"
-
-            def floor(conns: list[Any] = conns, key: str = key) -> None:
-                token = secrets.token_hex(16)
-                for conn in conns:
-                    conn.send_command("SET", key, token, "NX", "PX", int(TTL * 1000))
-                for conn in conns:
-                    conn.read_response()
-                for conn in conns:
-                    conn.send_command("EVALSHA", sha, 1, key, token)
-                for conn in conns:
-                    conn.read_response()
-
-            ops[f"floor/{n}"] = (False, floor)
-
-            aclients = loop.run_until_complete(_async_clients(cfg.urls[:n]))
-            aclosers.extend(c.aclose for c in aclients)
-            akey = f"bench:{run_id}:afloor:{n}"
-
-            async def afloor(aclients: list[Any] = aclients, akey: str = akey) -> None:
-                token = secrets.token_hex(16)
-                await asyncio.gather(
-                    *(c.set(akey, token, nx=True, px=int(TTL * 1000)) for c in aclients)
-                )
-                await asyncio.gather(*(c.evalsha(sha, 1, akey, token) for c in aclients))
-
-            ops[f"floor-async/{n}"] = (True, afloor)
-
-        for lib in cfg.libs:
-            for n in SIZES:
-                key = f"{lib}/{n}"
-                name = f"bench:{run_id}:solo:{lib}:{n}"
-                try:
-                    if lib in ASYNC_LIBS:
-                        backend = loop.run_until_complete(Backend.open_async(lib, cfg.urls[:n]))
-                        aclosers.append(backend.aclose)
-                        alock = backend.lock(name)
-
-                        async def aop(alock: Any = alock) -> None:
-                            if not await alock.acquire():
-                                raise RuntimeError("uncontended acquire failed")
-                            await alock.release()
-
-                        ops[key] = (True, aop)
-                    else:
-                        backend = Backend(lib, cfg.urls[:n])
-                        closers.append(backend.close)
-                        slock = backend.lock(name)
-
-                        def sop(slock: Any = slock) -> None:
-                            if not slock.acquire():
-                                raise RuntimeError("uncontended acquire failed")
-                            slock.release()
-
-                        ops[key] = (False, sop)
-                except Exception as exc:
-                    errors[key] = _error_text(exc)
-
-        lat: dict[str, list[int]] = {k: [] for k in ops}
-        wall: dict[str, int] = {k: 0 for k in ops}
-
-        def batch(key: str, count: int, keep: bool) -> None:
-            is_async, fn = ops[key]
-            out = lat[key] if keep else []
-            pc = time.perf_counter_ns
-            if is_async:
-
-                async def go() -> None:
-                    for _ in range(count):
-                        t0 = pc()
-                        await asyncio.wait_for(fn(), 30)
-                        out.append(pc() - t0)
-
-                t_start = pc()
-                loop.run_until_complete(go())
-            else:
-                t_start = pc()
-                for _ in range(count):
-                    t0 = pc()
-                    fn()
-                    out.append(pc() - t0)
-            if keep:
-                wall[key] += pc() - t_start
-
-        for key in list(ops):
+            key = f"{lib}/{n}"
+            name = f"bench:{run_id}:solo:{lib}:{n}"
             try:
-                batch(key, cfg.warm, keep=False)
+                if lib in ASYNC_LIBS:
+                    backend = loop.run_until_complete(Backend.open_async(lib, cfg.urls[:n]))
+                    aclosers.append(backend.aclose)
+                    ops[key] = acquire_release(backend.lock(name), True, failure)
+                else:
+                    backend = Backend(lib, cfg.urls[:n])
+                    closers.append(backend.close)
+                    ops[key] = acquire_release(backend.lock(name), False, failure)
             except Exception as exc:
-                errors[key] = _error_text(exc)
-                del ops[key]
-        per_round = max(1, cfg.iters // cfg.rounds)
-        keys = list(ops)
-        for rnd in range(cfg.rounds):
-            order = keys[rnd % len(keys) :] + keys[: rnd % len(keys)]
-            for key in order:
-                if key not in ops:
-                    continue
-                try:
-                    batch(key, per_round, keep=True)
-                except Exception as exc:
-                    errors[key] = _error_text(exc)
-                    del ops[key]
-    finally:
-        for close in closers:
-            with contextlib.suppress(Exception):
-                close()
-        for aclose in aclosers:
-            with contextlib.suppress(Exception):
-                loop.run_until_complete(asyncio.wait_for(aclose(), 5))
-        with contextlib.suppress(Exception):
-            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-            for t in pending:
-                t.cancel()
-            if pending:
-                loop.run_until_complete(
-                    asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), 5)
-                )
-        loop.close()
+                errors[key] = error_text(exc)
+    return ops
 
-    out: dict[str, Any] = {}
-    for key, values in lat.items():
-        if key in errors or not values:
-            continue
-        values.sort()
-        out[key] = {
-            "n": len(values),
-            "ops_per_s": len(values) / (wall[key] / 1e9),
-            "p50_us": pct(values, 50) / 1000,
-            "p99_us": pct(values, 99) / 1000,
-            "mean_us": sum(values) / len(values) / 1000,
-            "samples_ns": values,
-        }
-    for key, err in errors.items():
-        out[key] = {"error": err}
+
+def _add_ratios(cfg: Config, out: dict[str, Any]) -> None:
+    """scaling: p50 over 5 servers / p50 over 1; ratio_floor: p50 / the floor's of the same
+    kind and N; scaling_over_floor: the scaling / the floor's scaling."""
     lo, hi = min(SIZES), max(SIZES)
     for base in [*FLOORS, *cfg.libs]:
         a, b = out.get(f"{base}/{lo}", {}), out.get(f"{base}/{hi}", {})
@@ -434,6 +373,32 @@ def bench_uncontended(cfg: Config, run_id: str) -> dict[str, Any]:
         row, floor_row = out.get(f"{lib}/{hi}", {}), out.get(f"{floor_kind}/{hi}", {})
         if row.get("scaling") and floor_row.get("scaling"):
             row["scaling_over_floor"] = row["scaling"] / floor_row["scaling"]
+
+
+def bench_uncontended(cfg: Config, run_id: str) -> dict[str, Any]:
+    """Every (library, N) row and the floors, interleaved so that load bursts hit all alike."""
+    loop = asyncio.new_event_loop()
+    errors: dict[str, str] = {}
+    closers: list[Callable[[], None]] = []
+    aclosers: list[Callable[[], Any]] = []
+    try:
+        ops = {
+            **_floor_ops(cfg, run_id, loop, closers, aclosers),
+            **_lock_ops(cfg, run_id, loop, closers, aclosers, errors),
+        }
+        lat, wall = time_interleaved(
+            loop, ops, errors, cfg.warm, cfg.iters, cfg.rounds, async_timeout=30
+        )
+    finally:
+        for close in closers:
+            with contextlib.suppress(Exception):
+                close()
+        for aclose in aclosers:
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(asyncio.wait_for(aclose(), 5))
+        close_loop(loop)
+    out = latency_rows(lat, wall, errors)
+    _add_ratios(cfg, out)
     return out
 
 
@@ -467,47 +432,18 @@ def contend_worker(
         warm_errors = proc.warm_up(name)
         lock = proc.backend.lock(name)
         events.put(("ready", wid))
-        if not wait_flag(start_ns, 120):
+        end = wait_for_start(start_ns, duration_ns)
+        if end is None:
             results.put((wid, None, "never started", 0.0, 0, 0, "", warm_errors))
             return
-        start = start_ns.value
-        end = start + duration_ns
-        delay = (start - now_ns()) / 1e9
-        if delay > 0:
-            time.sleep(delay)
-        cpu0 = _cpu_s()
+        cpu0 = cpu_s()
         if proc.is_async:
             rec, failed, errors, first = proc.run(_contend_async(lock, end))
         else:
-            rec, failed, errors, first = array("q"), 0, 0, ""
-            acquire, release = lock.acquire, lock.release
-            t_want = 0
-            while now_ns() < end:
-                t_call = now_ns()
-                t_want = t_want or t_call
-                try:
-                    ok = acquire()
-                except Exception as exc:
-                    errors += 1
-                    first = first or _error_text(exc)
-                    time.sleep(0.001)
-                    continue
-                t_acq = now_ns()
-                # the critical section: nothing but the two clock reads
-                t_rel = now_ns()
-                if not ok:
-                    failed += 1
-                    continue
-                try:
-                    release()
-                except Exception as exc:
-                    errors += 1
-                    first = first or _error_text(exc)
-                rec.extend((t_want, t_acq, t_rel))
-                t_want = 0
-        results.put((wid, rec.tobytes(), None, _cpu_s() - cpu0, failed, errors, first, warm_errors))
+            rec, failed, errors, first = _contend_sync(lock, end)
+        results.put((wid, rec.tobytes(), None, cpu_s() - cpu0, failed, errors, first, warm_errors))
     except BaseException as exc:
-        text = _error_text(exc)
+        text = error_text(exc)
         events.put(("error", text))
         detail = text + "\n" + traceback.format_exc(limit=4)
         results.put((wid, None, detail, 0.0, 0, 0, "", []))
@@ -516,7 +452,39 @@ def contend_worker(
             proc.close()
 
 
+def _contend_sync(lock: Any, end: int) -> tuple[array, int, int, str]:
+    """The loop until ``end``: the holds, failed attempts, calls that raised, the first error."""
+    rec, failed, errors, first = array("q"), 0, 0, ""
+    acquire, release = lock.acquire, lock.release
+    t_want = 0
+    while now_ns() < end:
+        t_call = now_ns()
+        t_want = t_want or t_call
+        try:
+            ok = acquire()
+        except Exception as exc:
+            errors += 1
+            first = first or error_text(exc)
+            time.sleep(0.001)
+            continue
+        t_acq = now_ns()
+        # the critical section: nothing but the two clock reads
+        t_rel = now_ns()
+        if not ok:
+            failed += 1
+            continue
+        try:
+            release()
+        except Exception as exc:
+            errors += 1
+            first = first or error_text(exc)
+        rec.extend((t_want, t_acq, t_rel))
+        t_want = 0
+    return rec, failed, errors, first
+
+
 async def _contend_async(lock: Any, end: int) -> tuple[array, int, int, str]:
+    """The same loop for an asyncio library, inside one task."""
     rec, failed, errors, first = array("q"), 0, 0, ""
     t_want = 0
     while now_ns() < end:
@@ -526,7 +494,7 @@ async def _contend_async(lock: Any, end: int) -> tuple[array, int, int, str]:
             ok = await lock.acquire()
         except Exception as exc:
             errors += 1
-            first = first or _error_text(exc)
+            first = first or error_text(exc)
             await asyncio.sleep(0.001)
             continue
         t_acq = now_ns()
@@ -538,7 +506,7 @@ async def _contend_async(lock: Any, end: int) -> tuple[array, int, int, str]:
             await lock.release()
         except Exception as exc:
             errors += 1
-            first = first or _error_text(exc)
+            first = first or error_text(exc)
         rec.extend((t_want, t_acq, t_rel))
         t_want = 0
     return rec, failed, errors, first
@@ -561,122 +529,78 @@ def _server_counters(probes: list[Any]) -> tuple[float, int, int]:
     return cpu, scripts, commands
 
 
+def _failure_figures(reports: list[Any], seconds: float) -> dict[str, Any]:
+    """Acquire calls that returned False, calls that raised, and warm-up calls that failed."""
+    failed = sum(r[4] for r in reports)
+    first_errors = [r[6] for r in reports if r[6]]
+    warm_errors = [e for r in reports for e in r[7]]
+    return {
+        "failed_attempts": failed,
+        "failed_per_s": failed / seconds,
+        "call_errors": sum(r[5] for r in reports),
+        "call_error_example": first_errors[:1],
+        "warm_up_errors": len(warm_errors),
+        "warm_up_error_example": warm_errors[:1],
+    }
+
+
+def _held_share(holds: list[Any], start: int, end: int) -> float:
+    """The share of the window during which someone held the lock."""
+    busy = sum(
+        min(t_rel, end) - max(t_acq, start)
+        for t_acq, t_rel, _, _ in holds
+        if t_acq < end and t_rel > start
+    )
+    return busy / max(1, end - start)
+
+
 def bench_contended(cfg: Config, ctx: Any, lib: str, nserv: int, run_id: str) -> dict[str, Any]:
     import redis
 
     nproc = cfg.workers
     urls = cfg.urls[:nserv]
     name = f"bench:{run_id}:contend:{lib}:{nserv}"
-    events, results = ctx.Queue(), ctx.Queue()
-    start_ns = new_flag(ctx)  # 0 until the start time is set
-    duration_ns = int(cfg.contend_seconds * 1e9)
     probes = [redis.Redis.from_url(u, socket_timeout=5) for u in urls]
-    server_cpu = float("nan")
-    scripts = commands = -1
-    start = end = 0
-    got: list[Any] = []
-    procs = [
-        start_child(ctx, contend_worker, lib, urls, name, w, events, start_ns, duration_ns, results)
-        for w in range(nproc)
-    ]
     try:
-        wait_events(events, "ready", nproc, timeout=60 + 5 * nproc)
-        start = now_ns() + int(0.3e9)
-        start_ns.value = start
-        time.sleep(max(0.0, (start - now_ns()) / 1e9))
-        cpu0, scripts0, commands0 = _server_counters(probes)
-        end = start + duration_ns
-        time.sleep(max(0.0, (end - now_ns()) / 1e9))
-        cpu1, scripts1, commands1 = _server_counters(probes)
-        server_cpu, scripts, commands = cpu1 - cpu0, scripts1 - scripts0, commands1 - commands0
-        got = collect(results, nproc, timeout=30.0, procs=procs)
+        window = run_contenders(
+            ctx,
+            contend_worker,
+            (lib, urls, name),
+            nproc,
+            cfg.contend_seconds,
+            lambda: _server_counters(probes),
+        )
     finally:
-        if not start_ns.value:
-            start_ns.value = now_ns()
         for probe in probes:
             probe.close()
-        reap(procs, grace=5.0)
-    errors = [e for _, _, e, *_ in got if e]
-    if len(got) < nproc:
-        errors.append(f"{nproc - len(got)} worker(s) did not report within the time limit")
-    holds: list[tuple[int, int, int, int]] = []  # (t_acq, t_rel, wid, t_want)
-    per_proc: dict[int, int] = {w: 0 for w in range(nproc)}
-    client_cpu = sum(g[3] for g in got)
-    failed = sum(g[4] for g in got)
-    call_errors = sum(g[5] for g in got)
-    first_errors = [g[6] for g in got if g[6]]
-    warm_errors = [e for g in got for e in g[7]]
-    for wid, raw, *_ in got:
-        if raw is None:
-            continue
-        rec = array("q")
-        rec.frombytes(raw)
-        for i in range(0, len(rec), 3):
-            t_want, t_acq, t_rel = rec[i], rec[i + 1], rec[i + 2]
-            holds.append((t_acq, t_rel, wid, t_want))
-            if start <= t_acq < end:
-                per_proc[wid] += 1
-    holds.sort()
-    violations = []
-    gaps: list[int] = []
-    same = 0
-    max_rel, max_rel_wid = None, None
-    for i, (t_acq, t_rel, wid, _) in enumerate(holds):
-        if max_rel is not None and t_acq < max_rel:
-            violations.append(
-                {"index": i, "overlap_ns": max_rel - t_acq, "holders": [max_rel_wid, wid]}
-            )
-        if i:
-            prev = holds[i - 1]
-            if prev[2] != wid:
-                gaps.append(t_acq - prev[1])
-            else:
-                same += 1
-        if max_rel is None or t_rel > max_rel:
-            max_rel, max_rel_wid = t_rel, wid
-    gaps.sort()
-    waits = sorted(h[0] - h[3] for h in holds)
-    in_window = sum(per_proc.values())
-    busy = sum(
-        min(t_rel, end) - max(t_acq, start)
-        for t_acq, t_rel, _, _ in holds
-        if t_acq < end and t_rel > start
+    seconds = cfg.contend_seconds
+    server_cpu, scripts, commands = (
+        b - a for a, b in zip(window.before, window.after, strict=True)
     )
+    holds = decode_holds(window.reports)
+    per_proc = per_process_counts(holds, nproc, window.start, window.end)
+    throughput = throughput_figures(per_proc, seconds)
+    in_window = throughput["acquisitions"]
+    client_cpu = sum(r[3] for r in window.reports)
     row: dict[str, Any] = {
         "processes": nproc,
         "servers": nserv,
-        "seconds": cfg.contend_seconds,
-        "acquisitions": in_window,
-        "acq_per_s": in_window / cfg.contend_seconds,
-        "failed_attempts": failed,
-        "failed_per_s": failed / cfg.contend_seconds,
-        "call_errors": call_errors,
-        "call_error_example": first_errors[:1],
-        "warm_up_errors": len(warm_errors),
-        "warm_up_error_example": warm_errors[:1],
-        "handoffs": len(gaps),
-        "handoff_p50_us": pct(gaps, 50) / 1000,
-        "handoff_p99_us": pct(gaps, 99) / 1000,
-        "same_process_regrab": same / max(1, len(holds) - 1),
-        "longest_wait_ms": (waits[-1] / 1e6) if waits else float("nan"),
-        "wait_p99_ms": pct(waits, 99) / 1e6,
-        "per_process_min": min(per_proc.values()) if per_proc else 0,
-        "per_process_max": max(per_proc.values()) if per_proc else 0,
+        "seconds": seconds,
+        **throughput,
+        **_failure_figures(window.reports, seconds),
+        **handoff_figures(holds),
+        **wait_figures(holds),
+        **spread_figures(per_proc),
         "starved": sum(1 for v in per_proc.values() if v == 0),
         "per_process": per_proc,
-        "held_share": busy / max(1, end - start),
-        "client_cpu_us_per_acq": client_cpu / max(1, len(holds)) * 1e6,
-        "server_cpu_us_per_acq": server_cpu / max(1, in_window) * 1e6,
-        "cpu_s_per_s": (client_cpu + server_cpu) / cfg.contend_seconds,
+        "held_share": _held_share(holds, window.start, window.end),
+        **cpu_figures(client_cpu, server_cpu, holds, in_window),
+        "cpu_s_per_s": (client_cpu + server_cpu) / seconds,
         "scripts_per_acq": scripts / max(1, in_window) if scripts >= 0 else None,
         "commands_per_acq": commands / max(1, in_window) if commands >= 0 else None,
-        "violations": len(violations),
-        "violation_examples": violations[:5],
+        **exclusion_figures(holds),
     }
-    if errors:
-        row["error"] = "; ".join(e.splitlines()[0] for e in errors[:3])
-        row["error_detail"] = errors[:3]
-    return row
+    return add_errors(row, worker_errors(window.reports, nproc))
 
 
 # -- 3. two of five servers paused ---------------------------------------------------------
@@ -702,7 +626,7 @@ def paused_worker(
             results.put(("iter", i, *item))
         results.put(("done", iters, now_ns()))
     except BaseException as exc:
-        results.put(("error", -1, _error_text(exc)))
+        results.put(("error", -1, error_text(exc)))
     finally:
         if proc is not None:
             proc.close()
@@ -713,14 +637,14 @@ def _paused_once(lock: Any) -> tuple[bool, int, int, str]:
     try:
         ok = bool(lock.acquire())
     except Exception as exc:
-        return False, now_ns() - t0, 0, "acquire: " + _error_text(exc)
+        return False, now_ns() - t0, 0, "acquire: " + error_text(exc)
     t1 = now_ns()
     err = ""
     if ok:
         try:
             lock.release()
         except Exception as exc:
-            err = "release: " + _error_text(exc)
+            err = "release: " + error_text(exc)
     return ok, t1 - t0, now_ns() - t1, err
 
 
@@ -729,14 +653,14 @@ async def _paused_once_async(lock: Any) -> tuple[bool, int, int, str]:
     try:
         ok = bool(await lock.acquire())
     except Exception as exc:
-        return False, now_ns() - t0, 0, "acquire: " + _error_text(exc)
+        return False, now_ns() - t0, 0, "acquire: " + error_text(exc)
     t1 = now_ns()
     err = ""
     if ok:
         try:
             await lock.release()
         except Exception as exc:
-            err = "release: " + _error_text(exc)
+            err = "release: " + error_text(exc)
     return ok, t1 - t0, now_ns() - t1, err
 
 
@@ -814,19 +738,17 @@ CHECKED: list[str] = []  # the targets that were evaluated (passed or not)
 def report(cfg: Config, data: dict[str, Any]) -> list[str]:
     failed: list[str] = []
     env = data["env"]
-    print()
-    print(
+    print_header(
         f"redlease Redlock benchmark  |  {env['servers']} x {env['server']}  |  redis-py"
         f" {env['redis_py']}  |  pottery {env['pottery']}  |  aioredlock {env['aioredlock']}"
         f"  |  Python {env['python']}  |  {env['cpus']} CPUs  |  load avg {env['load_before']}"
-        f" -> {env['load_after']}"
+        f" -> {env['load_after']}",
+        cfg.quick,
     )
-    if cfg.quick:
-        print("QUICK RUN: small samples, figures are indicative only")
     if data["uncontended"]:
-        failed += _report_uncontended(cfg, data["uncontended"])
+        _report_uncontended(cfg, data["uncontended"], failed)
     if data["contended"]:
-        failed += _report_contended(cfg, data["contended"])
+        _report_contended(cfg, data["contended"], failed)
     if data["paused"]:
         _report_paused(cfg, data["paused"])
     print()
@@ -839,11 +761,9 @@ def report(cfg: Config, data: dict[str, Any]) -> list[str]:
     return failed
 
 
-def _report_uncontended(cfg: Config, u: dict[str, Any]) -> list[str]:
-    failed: list[str] = []
+def _report_uncontended(cfg: Config, u: dict[str, Any], failed: list[str]) -> None:
     lo, hi = min(SIZES), max(SIZES)
-    print()
-    print(
+    print_section(
         f"1. Uncontended acquire+release, 1 and {hi} servers: {cfg.iters} iterations per row"
         f" after {cfg.warm} warm-up, interleaved in {cfg.rounds} rounds"
     )
@@ -856,7 +776,7 @@ def _report_uncontended(cfg: Config, u: dict[str, Any]) -> list[str]:
             if row is None:
                 continue
             if "error" in row:
-                rows.append([label, f"ERROR: {row['error']}"])
+                rows.append(error_row(label, row))
                 if base in MINE:
                     failed.append(f"uncontended {base} N={n} not measured")
                 continue
@@ -905,13 +825,10 @@ def _report_uncontended(cfg: Config, u: dict[str, Any]) -> list[str]:
         " / floor's: that ratio ÷ the floor's own ratio (what the library adds to the"
         " machine's cost of talking to 5 servers)"
     )
-    return failed
 
 
-def _report_contended(cfg: Config, c: dict[str, Any]) -> list[str]:
-    failed: list[str] = []
-    print()
-    print(
+def _report_contended(cfg: Config, c: dict[str, Any], failed: list[str]) -> None:
+    print_section(
         f"2. Contended: {cfg.workers} processes on one lock, loop acquire -> tiny section ->"
         f" release for {cfg.contend_seconds:g} s (failed attempts are retried)"
     )
@@ -924,14 +841,13 @@ def _report_contended(cfg: Config, c: dict[str, Any]) -> list[str]:
                 continue
             label = f"{LIBS[lib]}  N={nserv}"
             if "error" in row and not row.get("acquisitions"):
-                rows.append([label, f"ERROR: {row['error']}"])
+                rows.append(error_row(label, row))
                 if lib in MINE:
                     failed.append(f"contended {lib} N={nserv} not measured")
                 continue
-            excl = "OK" if row["violations"] == 0 else f"VIOLATED x{row['violations']}"
-            if row["violations"]:
-                loud.append(f"{LIBS[lib]} N={nserv}: {row['violations']} overlapping holds")
-                failed.append(f"mutual exclusion {lib} N={nserv}")
+            excl = exclusion_verdict(
+                row, f"{LIBS[lib]} N={nserv}", f"{lib} N={nserv}", loud, failed
+            )
             if lib in MINE and row["starved"]:
                 failed.append(f"contended {lib} N={nserv}: {row['starved']} process(es) starved")
             errs = row["call_errors"]
@@ -950,7 +866,7 @@ def _report_contended(cfg: Config, c: dict[str, Any]) -> list[str]:
                     fmt(row["cpu_s_per_s"], ".2f"),
                     fmt(row.get("scripts_per_acq"), ".1f"),
                     fmt(row.get("commands_per_acq"), ".0f"),
-                    excl + (" (worker error)" if "error" in row else ""),
+                    excl,
                 ]
             )
     print_table(
@@ -987,12 +903,7 @@ def _report_contended(cfg: Config, c: dict[str, Any]) -> list[str]:
                     f"   note: {LIBS[lib]} N={nserv}: {row['call_errors']} call(s) raised during"
                     f" the run (retried); first: {row['call_error_example'][0][:160]}"
                 )
-    if loud:
-        print()
-        print("!" * 78)
-        for text in loud:
-            print(f"!!! MUTUAL EXCLUSION VIOLATED: {text}")
-        print("!" * 78)
+    print_violations(loud)
     for nserv in cfg.contend_servers:
         peer = c.get(f"pottery/{nserv}", {})
         for mine in MINE:
@@ -1018,12 +929,10 @@ def _report_contended(cfg: Config, c: dict[str, Any]) -> list[str]:
         " scripts/acq: EVALSHA+EVAL calls on all servers per acquisition (pottery's acquire"
         " is a plain SET, not a script); cmds/acq: all commands, Lua-internal ones included"
     )
-    return failed
 
 
 def _report_paused(cfg: Config, p: dict[str, Any]) -> None:
-    print()
-    print(
+    print_section(
         f"3. Two of five servers paused (SIGSTOP), connections warmed before: {cfg.pause_iters}"
         f" x acquire+release, at most {cfg.pause_budget:g} s per library (informative)"
     )
@@ -1033,7 +942,7 @@ def _report_paused(cfg: Config, p: dict[str, Any]) -> None:
         if row is None:
             continue
         if "error" in row and not row.get("completed"):
-            rows.append([LIBS[lib], f"ERROR: {row['error']}"])
+            rows.append(error_row(LIBS[lib], row))
             continue
         note = row.get("note", "")
         if row.get("errors"):
@@ -1067,26 +976,6 @@ def _report_paused(cfg: Config, p: dict[str, Any]) -> None:
 # -- main ----------------------------------------------------------------------------------
 
 
-def _delete_keys(urls: list[str], run_id: str) -> None:
-    """On servers we did not start: delete this run's keys (redlease's fence keys persist)."""
-    import redis
-
-    for url in urls:
-        with contextlib.suppress(Exception):
-            client = redis.Redis.from_url(url, socket_timeout=5)
-            try:
-                batch = []
-                for key in client.scan_iter(match=f"*bench:{run_id}:*", count=1000):
-                    batch.append(key)
-                    if len(batch) >= 500:
-                        client.delete(*batch)
-                        batch.clear()
-                if batch:
-                    client.delete(*batch)
-            finally:
-                client.close()
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--urls", help="five servers instead of starting them (comma-separated)")
@@ -1102,23 +991,93 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def _start_servers() -> list[Any]:
+    """Five private servers (all stopped again if one fails to start)."""
+    from redlease.server import RedisServer
+
+    servers: list[Any] = []
+    try:
+        for _ in range(5):
+            servers.append(RedisServer().start())
+    except BaseException:
+        for server in servers:
+            server.stop()
+        raise
+    return servers
+
+
+def _version(dist: str) -> str:
+    try:
+        return version(dist)
+    except Exception:
+        return "not installed"
+
+
+def _environment(cfg: Config) -> dict[str, Any]:
+    """What is known before the first server is asked (its name and the load come later)."""
+    import redis
+
+    return {
+        "redis_py": redis.__version__,
+        "pottery": _version("pottery"),
+        "aioredlock": _version("aioredlock"),
+        "aioredis": _version("aioredis"),
+        "hiredis": bool(getattr(redis.utils, "HIREDIS_AVAILABLE", False)),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "servers": len(cfg.urls),
+        "urls": cfg.urls,
+        "quick": cfg.quick,
+        "server": "?",
+        "load_before": "?",
+    }
+
+
+def _run_sections(
+    cfg: Config,
+    sections: set[str],
+    servers: list[Any],
+    run_id: str,
+    data: dict[str, Any],
+    progress: Progress,
+) -> None:
+    import redis
+
+    ctx = mp.get_context("spawn")
+    probe = redis.Redis.from_url(cfg.urls[0], socket_timeout=5)
+    info = probe.info("server")
+    probe.close()
+    data["env"]["server"] = server_name(info)
+    data["env"]["load_before"] = load_average()
+    if "1" in sections:
+        progress.uncontended(data, lambda: bench_uncontended(cfg, run_id), "floor/1")
+    if "2" in sections:
+        progress.per_size(
+            data["contended"],
+            cfg.contend_servers,
+            cfg.libs,
+            lambda lib, n: bench_contended(cfg, ctx, lib, n, run_id),
+        )
+    if "3" in sections:
+        if servers:
+            progress.per_library(
+                data["paused"], cfg.libs, lambda lib: bench_paused(cfg, ctx, lib, servers, run_id)
+            )
+        else:
+            progress("section 3 skipped: it pauses servers, so it needs servers started here")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    libs = [x.strip() for x in args.libs.split(",") if x.strip()]
-    unknown = [x for x in libs if x not in LIBS]
-    if unknown:
-        print(f"unknown libraries: {unknown}; choose from {list(LIBS)}", file=sys.stderr)
+    libs = pick_libs(args.libs, LIBS)
+    if libs is None:
         return 2
     sections = {s.strip() for s in args.sections.split(",")}
     contend_servers = tuple(int(x) for x in args.contend_servers.split(",") if x.strip())
     if any(n < 1 or n > 5 for n in contend_servers):
         print("--contend-servers: between 1 and 5", file=sys.stderr)
         return 2
-
-    def on_term(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt  # run the clean-up below: children reaped, servers stopped
-
-    signal.signal(signal.SIGTERM, on_term)
+    interrupt_on_sigterm()
     servers: list[Any] = []
     if args.urls:
         urls = [u.strip() for u in args.urls.split(",") if u.strip()]
@@ -1127,95 +1086,23 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         urls = urls[:5]
     else:
-        from redlease.server import RedisServer
-
-        try:
-            for _ in range(5):
-                servers.append(RedisServer().start())
-        except BaseException:
-            for server in servers:
-                server.stop()
-            raise
+        servers = _start_servers()
         urls = [s.url for s in servers]
     if args.quick:
         cfg = Config(urls, True, libs, 600, 100, 4, 16, contend_servers, 1.0, 3, 8.0)
     else:
         cfg = Config(urls, False, libs, 3000, 300, 10, 16, contend_servers, 3.0, 5, 12.0)
 
-    import redis
-
-    def _version(dist: str) -> str:
-        try:
-            return version(dist)
-        except Exception:
-            return "not installed"
-
     run_id = secrets.token_hex(4)
     data: dict[str, Any] = {
-        "env": {
-            "redis_py": redis.__version__,
-            "pottery": _version("pottery"),
-            "aioredlock": _version("aioredlock"),
-            "aioredis": _version("aioredis"),
-            "hiredis": bool(getattr(redis.utils, "HIREDIS_AVAILABLE", False)),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-            "servers": len(urls),
-            "urls": urls,
-            "quick": cfg.quick,
-            "server": "?",
-            "load_before": "?",
-        },
+        "env": _environment(cfg),
         "uncontended": {},
         "contended": {},
         "paused": {},
     }
-    ctx = mp.get_context("spawn")
-    t_begin = time.monotonic()
-
-    def progress(text: str) -> None:
-        print(f"[{time.monotonic() - t_begin:6.1f}s] {text}", file=sys.stderr, flush=True)
-
-    def guarded(section: dict[str, Any], key: str, fn: Callable[[], dict[str, Any]]) -> None:
-        progress(key)
-        try:
-            section[key] = fn()
-        except Exception as exc:
-            section[key] = {"error": _error_text(exc)}
-
+    progress = Progress()
     try:
-        probe = redis.Redis.from_url(urls[0], socket_timeout=5)
-        info = probe.info("server")
-        probe.close()
-        data["env"]["server"] = (
-            f"{'valkey' if 'valkey_version' in info else 'redis'}"
-            f" {info.get('valkey_version') or info.get('redis_version')}"
-        )
-        data["env"]["load_before"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
-        if "1" in sections:
-            progress("uncontended")
-            try:
-                data["uncontended"] = bench_uncontended(cfg, run_id)
-            except Exception as exc:
-                data["uncontended"] = {"floor/1": {"error": _error_text(exc)}}
-        if "2" in sections:
-            for nserv in cfg.contend_servers:
-                for lib in libs:
-                    guarded(
-                        data["contended"],
-                        f"{lib}/{nserv}",
-                        lambda lib=lib, n=nserv: bench_contended(cfg, ctx, lib, n, run_id),
-                    )
-        if "3" in sections:
-            if servers:
-                for lib in libs:
-                    guarded(
-                        data["paused"],
-                        lib,
-                        lambda lib=lib: bench_paused(cfg, ctx, lib, servers, run_id),
-                    )
-            else:
-                progress("section 3 skipped: it pauses servers, so it needs servers started here")
+        _run_sections(cfg, sections, servers, run_id, data, progress)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -1227,17 +1114,16 @@ def main(argv: list[str] | None = None) -> int:
             with contextlib.suppress(Exception):
                 server.stop()
         if not servers:
-            _delete_keys(urls, run_id)
-        data["env"]["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
-        data["env"]["elapsed_s"] = time.monotonic() - t_begin
+            for url in urls:
+                delete_run_keys(url, run_id)
+        data["env"]["load_after"] = load_average()
+        data["env"]["elapsed_s"] = progress.elapsed()
     progress("done")
     failed = report(cfg, data)
     data["failed_targets"] = failed
     data["checked_targets"] = list(CHECKED)
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(data, fh, indent=1, default=str)
-        print(f"raw figures written to {args.json}")
+        write_json(args.json, data)
     return 0
 
 
