@@ -46,11 +46,6 @@ class AsyncHub:
         self._reader: AsyncBackground | None = None
 
     @property
-    def running(self) -> bool:
-        """Whether the reader exists now."""
-        return self._reader is not None
-
-    @property
     def subscribed(self) -> bool:
         """Whether the subscription is confirmed (then a waiter may queue at once)."""
         return self._table.confirmed

@@ -47,11 +47,6 @@ class Hub:
         self._reader: Background | None = None
 
     @property
-    def running(self) -> bool:
-        """Whether the reader exists now."""
-        return self._reader is not None
-
-    @property
     def subscribed(self) -> bool:
         """Whether the subscription is confirmed (then a waiter may queue at once)."""
         return self._table.confirmed

@@ -43,11 +43,6 @@ class Renewer:
         self._worker: Background | None = None
         self._sleep_until = 0.0
 
-    @property
-    def running(self) -> bool:
-        """Whether the background worker exists now."""
-        return self._worker is not None
-
     def add(self, holding: Holding) -> None:
         """Start renewing ``holding`` (acquired just now)."""
         with self._guard:
