@@ -11,13 +11,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import multiprocessing
-import queue
 import secrets
 import signal
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -25,7 +22,7 @@ import redlease
 
 from .._core.keys import LockKeys
 from . import CliError, check_connection, make_client, positive_int
-from .demo import Progress, now_ns, percentile, table
+from .demo import Crew, Progress, now_ns, percentile, table
 
 __all__ = [
     "DEFAULT_INCREMENTS",
@@ -42,7 +39,6 @@ DEFAULT_INCREMENTS = 200
 PHASES = ("no lock", "redlease.Lock")
 LOCK_TTL = 5.0
 """Lease of the demo's lock (seconds): only matters if a worker dies holding it."""
-STALL = 30.0
 """Seconds without any progress after which the demo gives up."""
 _WAIT = 120.0  # longest a worker waits for the parent's go, before it gives up
 
@@ -155,53 +151,22 @@ class _Phase:
         return (max(self.ends) - min(self.starts)) / 1e9 if self.ends else 0.0
 
 
-class _Crew:
-    """The worker processes and the messages they send."""
+class _Crew(Crew):
+    """The worker processes of the counter demo and the messages they send."""
 
     def __init__(self, jobs: list[_Job], progress_out: Progress) -> None:
-        ctx = multiprocessing.get_context("spawn")  # the same on every OS; no forked state
-        self.go = [ctx.Event(), ctx.Event()]
-        self.progress: Any = ctx.Array("q", 2 * len(jobs), lock=False)
-        self.messages: Any = ctx.Queue()
-        self.out = progress_out
+        super().__init__(
+            _worker,
+            jobs,
+            phases=2,
+            slots=2 * len(jobs),
+            progress=progress_out,
+            name="redlease-demo",
+            noun="worker",
+        )
         self.increments = [job.increments for job in jobs]
-        self.ready: set[int] = set()
         self.phases = [_Phase(), _Phase()]
         self.done: list[set[int]] = [set(), set()]
-        self.procs = [
-            ctx.Process(
-                target=_worker,
-                args=(job, self.go, self.progress, self.messages),
-                name=f"redlease-demo-{job.index}",
-                daemon=True,
-            )
-            for job in jobs
-        ]
-
-    def start(self) -> None:
-        """Spawn the worker processes (they connect, report ready and wait for go)."""
-        for proc in self.procs:
-            proc.start()
-
-    def wait_until(self, finished: Callable[[], bool], show: Callable[[], str] | None) -> None:
-        """Handle messages until ``finished()``; CliError if a worker fails or all stall."""
-        last, last_change = -1, time.monotonic()
-        while not finished():
-            try:
-                self._handle(self.messages.get(timeout=0.05))
-                continue
-            except queue.Empty:
-                pass
-            for proc in self.procs:
-                if proc.exitcode is not None and proc.exitcode != 0:
-                    raise CliError(f"worker {proc.name} exited with code {proc.exitcode}", 1)
-            total = sum(self.progress) + len(self.ready)
-            if total != last:
-                last, last_change = total, time.monotonic()
-            elif time.monotonic() - last_change > STALL:
-                raise CliError(f"the workers made no progress for {STALL:g} s", 1)
-            if show is not None:
-                self.out.update(show())
 
     def finished(self, phase: int) -> bool:
         """Whether every worker reported the end of ``phase``."""
@@ -228,16 +193,6 @@ class _Crew:
             self.done[phase].add(index)
         elif kind == "error":
             raise CliError(f"worker {index} failed: {message[2]}", 1)
-
-    def stop(self) -> None:
-        """Let finished workers exit; terminate the others (after a failure or Ctrl-C)."""
-        for proc in self.procs:
-            if proc.is_alive():
-                proc.join(0.5 if proc.exitcode is None else 0)
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(2)
-        self.messages.close()
 
 
 def run_demo(

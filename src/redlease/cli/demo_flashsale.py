@@ -16,11 +16,8 @@ import contextlib
 import functools
 import json
 import math
-import multiprocessing
-import queue
 import secrets
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -29,7 +26,7 @@ from typing import Any, TextIO
 import redlease
 
 from . import CliError, check_connection, make_client
-from .demo import Progress, percentile, table
+from .demo import Crew, Progress, percentile, table
 from .demo_strategies import (
     EXPLAINED,
     OVER_LIMIT,
@@ -53,7 +50,6 @@ __all__ = [
     "run_contest",
 ]
 
-STALL = 30.0
 """Seconds without any progress after which the demo gives up."""
 
 COLUMNS = ("sold", "oversold", "violations", "purchases_per_s", "p50_ms", "p99_ms", "retries")
@@ -216,52 +212,22 @@ class Row:
     seconds: float
 
 
-class _Crew:
-    """The buyer processes and the messages they send."""
+class _Crew(Crew):
+    """The buyer processes of the flash sale and the messages they send."""
 
     def __init__(self, jobs: list[Job], sale: Sale, progress: Progress) -> None:
-        ctx = multiprocessing.get_context("spawn")  # the same on every OS; no forked state
         count = len(sale.strategies)
-        self.go = [ctx.Event() for _ in range(count)]
-        self.progress: Any = ctx.Array("q", 2 * count * len(jobs), lock=False)
-        self.messages: Any = ctx.Queue()
-        self.out = progress
+        super().__init__(
+            buyer_process,
+            jobs,
+            phases=count,
+            slots=2 * count * len(jobs),
+            progress=progress,
+            name="redlease-demo-buyers",
+            noun="buyer",
+        )
         self.sale = sale
-        self.ready: set[int] = set()
         self.results: list[dict[int, Result]] = [{} for _ in range(count)]
-        self.procs = [
-            ctx.Process(
-                target=buyer_process,
-                args=(job, self.go, self.progress, self.messages),
-                name=f"redlease-demo-buyers-{job.index}",
-                daemon=True,
-            )
-            for job in jobs
-        ]
-
-    def start(self) -> None:
-        """Spawn the buyer processes (they connect, report ready and wait for go)."""
-        for proc in self.procs:
-            proc.start()
-
-    def wait_until(self, finished: Callable[[], bool], show: Callable[[], str]) -> None:
-        """Handle messages until ``finished()``; CliError if a process fails or all stall."""
-        last, last_change = -1, time.monotonic()
-        while not finished():
-            try:
-                self._handle(self.messages.get(timeout=0.05))
-                continue
-            except queue.Empty:
-                pass
-            for proc in self.procs:
-                if proc.exitcode is not None and proc.exitcode != 0:
-                    raise CliError(f"process {proc.name} exited with code {proc.exitcode}", 1)
-            total = sum(self.progress) + len(self.ready)
-            if total != last:
-                last, last_change = total, time.monotonic()
-            elif time.monotonic() - last_change > STALL:
-                raise CliError(f"the buyers made no progress for {STALL:g} s", 1)
-            self.out.update(show())
 
     def finished(self, k: int) -> bool:
         """Whether every buyer process reported the end of strategy ``k``."""
@@ -288,17 +254,6 @@ class _Crew:
             self.results[message[2]][index] = message[3]
         elif kind == "error":
             raise CliError(f"buyer process {index} failed: {message[2]}", 1)
-
-    def stop(self) -> None:
-        """Let finished processes exit; terminate the others (after a failure or Ctrl-C)."""
-        for proc in self.procs:
-            if proc.is_alive():
-                proc.join(0.5 if proc.exitcode is None else 0)
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(2)
-        self.messages.close()
-
 
 def _jobs(url: str, prefix: str, run: str, sale: Sale) -> list[Job]:
     users = [f"buyer-{n}" for n in range(sale.buyers)]
