@@ -11,7 +11,7 @@ from redis.exceptions import ConnectionError, TimeoutError
 
 import redlease.asyncio as redlease
 from redlease._async.runtime import runtime_for
-from redlease._core.keys import LockKeys
+from redlease._core.lock import LockKeys
 from redlease.server import RedisServer
 from tests._async.helpers import wait_until
 from tests.support import AsyncTasks
@@ -513,7 +513,10 @@ async def test_bad_acquire_arguments(async_client: redis.asyncio.Redis) -> None:
 
 async def test_client_of_the_wrong_kind_is_refused() -> None:
     wrong = AsyncTasks.WRONG_CLIENT()
-    with pytest.raises(TypeError, match=r"must be a redis.*Redis clients go with redlease, "):
+    with pytest.raises(
+        TypeError,
+        match=r"must be a redis.*sync clients go with redlease, asyncio clients with",
+    ):
         redlease.Lock(wrong, "x")
     with pytest.raises(TypeError, match="client must be a redis"):
         redlease.Lock("redis://localhost", "x")  # type: ignore[arg-type]

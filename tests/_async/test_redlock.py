@@ -8,7 +8,7 @@ import pytest
 import redis.asyncio
 
 import redlease.asyncio as redlease
-from redlease._core.keys import LockKeys
+from redlease._core.lock import LockKeys
 from redlease.server import RedisServer
 from tests.support import AsyncTasks
 
@@ -166,10 +166,19 @@ async def test_bad_client_lists(
         redlease.Redlock([], "res")
     with pytest.raises(TypeError, match="clients must be a sequence"):
         redlease.Redlock(async_redlock_clients[0], "res")
-    twin = redis.asyncio.Redis(host=redlock_servers[0].host, port=redlock_servers[0].port)
-    with pytest.raises(ValueError, match=r"clients\[5\] is the same server as clients\[0\]"):
-        redlease.Redlock([*async_redlock_clients, twin], "res")
-    await twin.aclose()
+    port = redlock_servers[0].port
+    # The same server under another address, or another database of it: the server's run_id
+    # tells, at the first acquire (before anything is written).
+    for twin in (
+        redis.asyncio.Redis(host="localhost", port=port),
+        redis.asyncio.Redis(port=port, db=1),
+    ):
+        lock = redlease.Redlock([*async_redlock_clients, twin], "res")
+        with pytest.raises(ValueError, match=r"clients\[5\] is the same server as clients\[0\]"):
+            await lock.acquire(blocking=False)
+        await twin.aclose()
+    for conn in async_redlock_clients:
+        assert await conn.keys("*") == []
     wrong = AsyncTasks.WRONG_CLIENT()
     with pytest.raises(TypeError, match=r"clients\[2\] must be a redis.*go with redlease"):
         redlease.Redlock([*async_redlock_clients[:2], wrong], "res")

@@ -12,7 +12,7 @@ from redis.exceptions import ConnectionError, TimeoutError
 
 import redlease as redlease
 from redlease._sync.runtime import runtime_for
-from redlease._core.keys import LockKeys
+from redlease._core.lock import LockKeys
 from redlease.server import RedisServer
 from tests._sync.helpers import wait_until
 from tests.support import Tasks
@@ -514,7 +514,10 @@ def test_bad_acquire_arguments(client: redis.Redis) -> None:
 
 def test_client_of_the_wrong_kind_is_refused() -> None:
     wrong = Tasks.WRONG_CLIENT()
-    with pytest.raises(TypeError, match=r"must be a redis.*Redis clients go with redlease, "):
+    with pytest.raises(
+        TypeError,
+        match=r"must be a redis.*sync clients go with redlease, asyncio clients with",
+    ):
         redlease.Lock(wrong, "x")
     with pytest.raises(TypeError, match="client must be a redis"):
         redlease.Lock("redis://localhost", "x")  # type: ignore[arg-type]

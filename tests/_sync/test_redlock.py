@@ -9,7 +9,7 @@ import pytest
 import redis
 
 import redlease as redlease
-from redlease._core.keys import LockKeys
+from redlease._core.lock import LockKeys
 from redlease.server import RedisServer
 from tests.support import Tasks
 
@@ -167,10 +167,19 @@ def test_bad_client_lists(
         redlease.Redlock([], "res")
     with pytest.raises(TypeError, match="clients must be a sequence"):
         redlease.Redlock(redlock_clients[0], "res")
-    twin = redis.Redis(host=redlock_servers[0].host, port=redlock_servers[0].port)
-    with pytest.raises(ValueError, match=r"clients\[5\] is the same server as clients\[0\]"):
-        redlease.Redlock([*redlock_clients, twin], "res")
-    twin.close()
+    port = redlock_servers[0].port
+    # The same server under another address, or another database of it: the server's run_id
+    # tells, at the first acquire (before anything is written).
+    for twin in (
+        redis.Redis(host="localhost", port=port),
+        redis.Redis(port=port, db=1),
+    ):
+        lock = redlease.Redlock([*redlock_clients, twin], "res")
+        with pytest.raises(ValueError, match=r"clients\[5\] is the same server as clients\[0\]"):
+            lock.acquire(blocking=False)
+        twin.close()
+    for conn in redlock_clients:
+        assert conn.keys("*") == []
     wrong = Tasks.WRONG_CLIENT()
     with pytest.raises(TypeError, match=r"clients\[2\] must be a redis.*go with redlease"):
         redlease.Redlock([*redlock_clients[:2], wrong], "res")

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from redlease._core import validate
-from redlease._core.keys import LockKeys
-from redlease._core.lease import Holding, decode_acquire, new_token
+from redlease._core.lease import Holding, new_token
+from redlease._core.lock import LockKeys, decode_acquire
 from redlease._core.renewals import RenewSchedule
 from redlease._core.waiters import Action, WaiterTable
 

@@ -3,23 +3,26 @@
 Ownership (the thread or task that acquired), the local queue of a shared handle, reentrancy,
 the self-deadlock check, the context manager and the error messages live here once.
 :class:`~redlease._async.lock.AsyncLock` and :class:`~redlease._async.redlock.AsyncRedlock`
-add only their conversation with Redis: ``_acquire``, ``_release_remote`` and ``_set_lease``.
+add only their conversation with Redis: ``_acquire``, ``_release_remote`` and ``_set_lease``,
+and the runtime whose watchdog renews their holdings (``_runtime``).
 """
 
 from __future__ import annotations
 
 import time
-import weakref
 from collections.abc import Callable, Hashable
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._core import validate
-from .._core.keys import LockKeys
 from .._core.lease import Holding
+from .._core.lock import LockKeys
+from .._core.scripts import Script
 from .._synchronization import AsyncBackground, AsyncMutex
 from ..errors import LockLost, LockNotOwned, LockUnavailable, NotAcquired
-from .renewer import AsyncRenewer
+
+if TYPE_CHECKING:
+    from .runtime import AsyncRuntime
 
 __all__ = ["DEFAULT", "AsyncHandle"]
 
@@ -60,11 +63,8 @@ class AsyncHandle:
         self._count = 0  # acquisitions through this handle not yet released
 
     # -- what a kind of lock provides -------------------------------------------------------
-    def _holdings(self) -> weakref.WeakValueDictionary[bytes, Holding]:
-        """The holdings of this process, by lock key (for re-entry and self-deadlock checks)."""
-        raise NotImplementedError
-
-    def _renewer(self) -> AsyncRenewer:
+    def _runtime(self) -> AsyncRuntime:
+        """The runtime whose holdings table and watchdog serve this lock."""
         raise NotImplementedError
 
     async def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
@@ -107,7 +107,8 @@ class AsyncHandle:
             limit = self.timeout if timeout is DEFAULT else validate.timeout(timeout)
         deadline = None if limit is None else time.monotonic() + limit
         owner = AsyncBackground.owner()
-        current = self._holdings().get(self._keys.lock)
+        runtime = self._runtime()
+        current = runtime.holdings.get(self._keys.lock)
         if current is not None and current.expires_at <= time.monotonic():
             current.lost = True  # its lease surely ran out (no watchdog): not held any more
         if current is not None and current.owner is owner and current.active:
@@ -128,13 +129,21 @@ class AsyncHandle:
         if holding is None:
             self._mutex.release()
             return False
-        self._holdings()[self._keys.lock] = holding
+        runtime.holdings[self._keys.lock] = holding
         if self.renew:
-            self._renewer().add(holding)
+            runtime.renewer.add(holding)
         self._holding, self._count = holding, 1
         return True
 
-    def _new_holding(self, owner: Hashable, token: bytes, fence: int, expires_at: float) -> Holding:
+    def _holding_for(
+        self,
+        owner: Hashable,
+        token: bytes,
+        fence: int,
+        expires_at: float,
+        renew_target: Hashable,
+        renew_script: Script,
+    ) -> Holding:
         return Holding(
             key=self._keys.lock,
             token=token,
@@ -144,6 +153,8 @@ class AsyncHandle:
             expires_at=expires_at,
             reentrant=self._reentrant,
             on_lost=self._on_lost,
+            renew_script=renew_script,
+            renew_target=renew_target,
         )
 
     async def _reenter(self, holding: Holding) -> None:
@@ -174,10 +185,10 @@ class AsyncHandle:
             if holding.lost:
                 raise self._lost("was lost before this release")
             return
-        holdings = self._holdings()
-        if holdings.get(holding.key) is holding:
-            del holdings[holding.key]
-        if not self._renewer().release(holding):
+        runtime = self._runtime()
+        if runtime.holdings.get(holding.key) is holding:
+            del runtime.holdings[holding.key]
+        if not runtime.renewer.release(holding):
             raise self._lost("was lost before release: its lease ran out or it was taken")
         await self._release_remote(holding)
 
@@ -221,8 +232,7 @@ class AsyncHandle:
     async def __aenter__(self: _Handle) -> _Handle:
         if not await self.acquire():
             raise NotAcquired(
-                f"lock {self.name!r} was held by another for the whole timeout "
-                f"({self.timeout} s)",
+                f"lock {self.name!r} was held by another for the whole timeout ({self.timeout} s)",
                 name=self.name,
             )
         return self
