@@ -9,12 +9,14 @@ The asyncio API has the same names in :mod:`redlease.asyncio`.
 """
 
 from ._core.inventory import Reservation, Stock
+from ._core.lock import LockInfo
 from ._core.ratelimit import RateLimit
 from ._sync.inventory import Inventory
 from ._sync.lock import Lock, RLock
 from ._sync.ratelimit import RateLimiter
 from ._sync.redlock import Redlock
 from .errors import (
+    ForeignData,
     InventoryError,
     InventoryUnavailable,
     LimitExceeded,
@@ -36,12 +38,14 @@ from .errors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "ForeignData",
     "Inventory",
     "InventoryError",
     "InventoryUnavailable",
     "LimitExceeded",
     "Lock",
     "LockError",
+    "LockInfo",
     "LockLost",
     "LockNotOwned",
     "LockUnavailable",

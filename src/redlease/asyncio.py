@@ -16,8 +16,10 @@ from ._async.lock import AsyncRLock as RLock
 from ._async.ratelimit import AsyncRateLimiter as RateLimiter
 from ._async.redlock import AsyncRedlock as Redlock
 from ._core.inventory import Reservation, Stock
+from ._core.lock import LockInfo
 from ._core.ratelimit import RateLimit
 from .errors import (
+    ForeignData,
     InventoryError,
     InventoryUnavailable,
     LimitExceeded,
@@ -37,12 +39,14 @@ from .errors import (
 )
 
 __all__ = [
+    "ForeignData",
     "Inventory",
     "InventoryError",
     "InventoryUnavailable",
     "LimitExceeded",
     "Lock",
     "LockError",
+    "LockInfo",
     "LockLost",
     "LockNotOwned",
     "LockUnavailable",

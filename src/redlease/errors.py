@@ -7,6 +7,7 @@ Every error this library raises on purpose derives from :class:`RedleaseError`::
     │   ├── NotAcquired          the lock could not be had within the timeout (``with``)
     │   ├── LockNotOwned         this handle does not hold the lock (release twice, ...)
     │   │   └── LockLost         it held the lock, and the lease ran out or was taken
+    │   ├── ForeignData          a key of the lock holds data redlease did not write
     │   └── LockUnavailable      Redis failed or could not be reached: the cause is chained
     │       └── QuorumUnavailable    fewer than a majority of Redlock's servers answered
     ├── InventoryError
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from ._core.inventory import Reservation
 
 __all__ = [
+    "ForeignData",
     "InventoryError",
     "InventoryUnavailable",
     "LimitExceeded",
@@ -88,6 +90,17 @@ class LockLost(LockNotOwned):
     Whatever the critical section wrote after that moment may have raced another holder;
     fencing tokens (``lock.fence``) let the storage reject those writes.
     """
+
+
+class ForeignData(LockError):
+    """A key of the lock holds data redlease did not write (another program uses the name).
+
+    ``key`` is that key. Nothing was changed; choose another ``name`` or ``prefix``.
+    """
+
+    def __init__(self, message: str, *, name: str | bytes | None = None, key: bytes) -> None:
+        super().__init__(message, name=name)
+        self.key = key
 
 
 class LockUnavailable(LockError):

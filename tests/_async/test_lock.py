@@ -45,6 +45,41 @@ async def test_acquire_release_and_state(async_client: redis.asyncio.Redis) -> N
     assert await async_client.exists(keys("orders:42").lock) == 0
 
 
+async def test_inspect_is_one_typed_snapshot(async_client: redis.asyncio.Redis) -> None:
+    lock = redlease.Lock(async_client, "snap", ttl=10.0)
+    free = await lock.inspect()
+    assert free == redlease.LockInfo(
+        name="snap", held=False, mine=False, remaining=None, fence=0, waiters=0
+    )
+    assert await lock.acquire()
+    other = redlease.Lock(async_client, "snap", ttl=10.0)
+    held = await lock.inspect()
+    seen = await AsyncTasks.run(other.inspect)
+    assert held.held and held.mine and held.fence == 1 and held.waiters == 0
+    assert held.remaining is not None and 0 < held.remaining <= 10.0
+    assert seen.held and not seen.mine and seen.fence == 1
+    await lock.release()
+
+
+@pytest.mark.parametrize(
+    ("key", "write"),
+    [
+        ("lock", lambda c, k: c.hset(k, "f", "v")),
+        ("fence", lambda c, k: c.set(k, "not a number")),
+        ("queue", lambda c, k: c.set(k, "x")),
+        ("handoff", lambda c, k: c.rpush(k, "x")),
+    ],
+)
+async def test_inspect_names_a_key_holding_foreign_data(
+    async_client: redis.asyncio.Redis, key: str, write: Any
+) -> None:
+    target = getattr(keys("alien"), key)
+    await write(async_client, target)
+    with pytest.raises(redlease.ForeignData, match=target.decode()) as caught:
+        await redlease.Lock(async_client, "alien").inspect()
+    assert caught.value.key == target
+
+
 async def test_context_manager_and_not_acquired(async_client: redis.asyncio.Redis) -> None:
     holder = redlease.Lock(async_client, "ctx")
     async with holder as held:

@@ -46,6 +46,41 @@ def test_acquire_release_and_state(client: redis.Redis) -> None:
     assert client.exists(keys("orders:42").lock) == 0
 
 
+def test_inspect_is_one_typed_snapshot(client: redis.Redis) -> None:
+    lock = redlease.Lock(client, "snap", ttl=10.0)
+    free = lock.inspect()
+    assert free == redlease.LockInfo(
+        name="snap", held=False, mine=False, remaining=None, fence=0, waiters=0
+    )
+    assert lock.acquire()
+    other = redlease.Lock(client, "snap", ttl=10.0)
+    held = lock.inspect()
+    seen = Tasks.run(other.inspect)
+    assert held.held and held.mine and held.fence == 1 and held.waiters == 0
+    assert held.remaining is not None and 0 < held.remaining <= 10.0
+    assert seen.held and not seen.mine and seen.fence == 1
+    lock.release()
+
+
+@pytest.mark.parametrize(
+    ("key", "write"),
+    [
+        ("lock", lambda c, k: c.hset(k, "f", "v")),
+        ("fence", lambda c, k: c.set(k, "not a number")),
+        ("queue", lambda c, k: c.set(k, "x")),
+        ("handoff", lambda c, k: c.rpush(k, "x")),
+    ],
+)
+def test_inspect_names_a_key_holding_foreign_data(
+    client: redis.Redis, key: str, write: Any
+) -> None:
+    target = getattr(keys("alien"), key)
+    write(client, target)
+    with pytest.raises(redlease.ForeignData, match=target.decode()) as caught:
+        redlease.Lock(client, "alien").inspect()
+    assert caught.value.key == target
+
+
 def test_context_manager_and_not_acquired(client: redis.Redis) -> None:
     holder = redlease.Lock(client, "ctx")
     with holder as held:

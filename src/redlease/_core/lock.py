@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ForeignData
 from . import keys
 from .scripts import load
 
@@ -26,6 +27,7 @@ __all__ = [
     "ACQUIRED",
     "EXTEND",
     "FENCE",
+    "FOREIGN",
     "HELD",
     "INSPECT",
     "LEAVE",
@@ -50,6 +52,8 @@ FENCE = load("fence")
 
 ACQUIRED, HELD, RESERVED = 1, 0, 2
 """Status codes of acquire.lua: taken / held by another (ms = its pttl) / reserved (ms left)."""
+FOREIGN = -3
+"""inspect.lua's status for a key holding data redlease did not write."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,10 @@ class LockKeys:
     def build(cls, prefix: str, name: bytes) -> LockKeys:
         """Keys for ``name`` (already validated and encoded) under ``prefix``."""
         return cls(*keys.tagged(prefix, name, "lock", "fence", "queue", "handoff"))
+
+    def in_order(self) -> list[bytes]:
+        """All four keys, in the order inspect.lua takes them."""
+        return [self.lock, self.fence, self.queue, self.handoff]
 
 
 @dataclass(frozen=True)
@@ -109,11 +117,24 @@ class LockInfo:
     waiters: int
 
 
-def decode_inspect(raw: Any, name: str | bytes) -> LockInfo:
-    """Decode ``{pttl, mine, fence, waiters}`` from inspect.lua."""
+def decode_inspect(raw: Any, name: str | bytes, keys: LockKeys) -> LockInfo:
+    """Decode ``{pttl, mine, fence, waiters}`` from inspect.lua.
+
+    Raises :class:`~redlease.ForeignData` naming the key when inspect.lua found one holding
+    data redlease did not write (``{-3, i}``).
+    """
     try:
-        pttl, mine, fence, waiters = (int(x) for x in raw)
-    except (TypeError, ValueError) as exc:
+        values = [int(x) for x in raw]
+        if len(values) == 2 and values[0] == FOREIGN:
+            key = keys.in_order()[values[1] - 1]
+            raise ForeignData(
+                f"key {key.decode(errors='replace')} of lock {name!r} holds data redlease "
+                "did not write",
+                name=name,
+                key=key,
+            )
+        pttl, mine, fence, waiters = values
+    except (TypeError, ValueError, IndexError) as exc:
         raise ValueError(f"unexpected reply from inspect.lua: {raw!r}") from exc
     return LockInfo(
         name=name,

@@ -104,8 +104,12 @@ class Lock(Handle):
 
     # -- state ------------------------------------------------------------------------------
     def inspect(self) -> LockInfo:
-        """A snapshot of the lock, read atomically (one round trip): held? by this handle?
-        lease left, last fence issued, waiters."""
+        """A snapshot of the lock, read atomically in one round trip.
+
+        Held? By this handle? The lease left, the last fence issued, the waiters. Raises
+        :class:`~redlease.ForeignData` if one of the lock's keys holds data redlease did not
+        write, :class:`~redlease.LockUnavailable` if Redis fails.
+        """
         holding = self._holding
         return self._inspect(b"" if holding is None else holding.token)
 
@@ -214,12 +218,11 @@ class Lock(Handle):
         return self._runtime().backend.run(script, *keys_args)
 
     def _inspect(self, token: bytes) -> LockInfo:
-        keys = self._keys
         try:
-            raw = self._run(INSPECT, ([keys.lock, keys.fence, keys.queue], [token]))
+            raw = self._run(INSPECT, (self._keys.in_order(), [token]))
         except RedisError as exc:
             raise self._unavailable("inspect", exc) from exc
-        return decode_inspect(raw, self.name)
+        return decode_inspect(raw, self.name, self._keys)
 
     def _queue_args(self, token: bytes) -> tuple[list[bytes], list[Any]]:
         """KEYS and ARGV of release.lua and leave.lua, which share their contract."""

@@ -13,7 +13,17 @@ import redis
 from .._core import redlock as core
 from .._core import renewals, validate
 from .._core.lease import Holding, new_token
-from .._core.lock import ACQUIRE, EXTEND, FENCE, INSPECT, LEAVE, RELEASE, RENEW
+from .._core.lock import (
+    ACQUIRE,
+    EXTEND,
+    FENCE,
+    INSPECT,
+    LEAVE,
+    RELEASE,
+    RENEW,
+    LockInfo,
+    decode_inspect,
+)
 from .._core.scripts import Script
 from .._core.waiters import WAITERS, Outcome
 from .._fanout import FanOut
@@ -113,16 +123,15 @@ class Redlock(Handle):
 
     def locked(self) -> bool:
         """Whether a majority of the servers report the lock held (one round)."""
-        pttls, _ = self._inspect(b"")
-        return sum(1 for p in pttls if p != -2) >= self.quorum
+        return sum(1 for info in self._inspect(b"") if info.held) >= self.quorum
 
     def owned(self) -> bool:
         """Whether this handle's acquisition still holds a majority of the servers."""
         holding = self._holding
         if holding is None:
             return False
-        _, mine = self._inspect(holding.token)
-        return len(mine) >= self.quorum
+        infos = self._inspect(holding.token)
+        return sum(1 for info in infos if info.mine) >= self.quorum
 
     def remaining(self) -> float | None:
         """Seconds a majority still holds this handle's lease, less the drift allowance.
@@ -132,7 +141,11 @@ class Redlock(Handle):
         holding = self._holding
         if holding is None:
             return None
-        _, mine = self._inspect(holding.token)
+        mine = [
+            self.ttl * 1000 if info.remaining is None else info.remaining * 1000
+            for info in self._inspect(holding.token)
+            if info.mine
+        ]
         if len(mine) < self.quorum:
             return 0.0
         majority_ms = sorted(mine, reverse=True)[self.quorum - 1]
@@ -297,13 +310,15 @@ class Redlock(Handle):
             self._backends(), self.quorum, self._drift_factor, self.server_timeout
         )
 
-    def _inspect(self, token: bytes) -> tuple[list[int], list[int]]:
-        """Per answering server: pttl; and the pttls of the servers where ``token`` holds."""
-        keys = self._keys
-        replies = self._round(INSPECT, [keys.lock, keys.fence, keys.queue], [token])
+    def _inspect(self, token: bytes) -> list[LockInfo]:
+        """The lock as each answering server sees it (``mine``: held with ``token``)."""
+        replies = self._round(INSPECT, self._keys.in_order(), [token])
         self._require_answers("inspect", core.failures(replies))
-        rows = [[int(x) for x in r] for r in replies if not isinstance(r, BaseException)]
-        return [row[0] for row in rows], [row[0] for row in rows if row[1]]
+        return [
+            decode_inspect(r, self.name, self._keys)
+            for r in replies
+            if not isinstance(r, BaseException)
+        ]
 
     def _queue_args(self, token: bytes) -> tuple[list[bytes], list[Any]]:
         keys = self._keys
