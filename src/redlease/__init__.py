@@ -33,6 +33,7 @@ from .errors import (
     RateLimitUnavailable,
     RedleaseError,
     SoldOut,
+    Unavailable,
 )
 
 __version__ = "0.1.0"
@@ -64,5 +65,6 @@ __all__ = [
     "Reservation",
     "SoldOut",
     "Stock",
+    "Unavailable",
     "__version__",
 ]

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
 import threading
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
+
+from redis.exceptions import TimeoutError
 
 __all__ = [
     "AsyncBackground",
@@ -181,18 +184,42 @@ class AsyncReads:
         """
         if timeout is None:
             return await conn.read_response()
-        return await asyncio.wait_for(conn.read_response(), timeout)
+        try:
+            return await asyncio.wait_for(conn.read_response(), timeout)
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"no reply within {timeout:.3f} s") from None
 
 
 class Reads:
-    """Read one reply from a redis-py connection, raising when it does not come."""
+    """Read one reply from a redis-py (or valkey-py) connection, raising when it does not come."""
 
     @staticmethod
     def reply(conn: Any, timeout: float | None) -> Any:
-        """The next reply, within ``timeout`` seconds (``None``: the socket timeout)."""
+        """The next reply, within ``timeout`` seconds (``None``: the socket timeout).
+
+        ``read_response(timeout=...)`` exists only from redis-py 8 (not in valkey-py); on
+        older clients the socket is polled first (``can_read``), and a reply that has started
+        to arrive is read within the socket timeout.
+        """
         if timeout is None:
             return conn.read_response()
-        return conn.read_response(timeout=timeout)  # raises TimeoutError when it runs out
+        if _takes_timeout(conn):
+            return conn.read_response(timeout=timeout)  # raises TimeoutError when it runs out
+        if not conn.can_read(timeout=timeout):
+            raise TimeoutError(f"no reply within {timeout:.3f} s")
+        return conn.read_response()
+
+
+_TAKES_TIMEOUT: dict[type, bool] = {}
+
+
+def _takes_timeout(conn: Any) -> bool:
+    """Whether ``conn.read_response`` takes ``timeout`` (redis-py 8), once per class."""
+    kind = type(conn)
+    known = _TAKES_TIMEOUT.get(kind)
+    if known is None:
+        known = _TAKES_TIMEOUT[kind] = "timeout" in inspect.signature(conn.read_response).parameters
+    return known
 
 
 _cleanups: set[asyncio.Task[Any]] = set()

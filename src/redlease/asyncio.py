@@ -36,6 +36,7 @@ from .errors import (
     RateLimitUnavailable,
     RedleaseError,
     SoldOut,
+    Unavailable,
 )
 
 __all__ = [
@@ -65,4 +66,5 @@ __all__ = [
     "Reservation",
     "SoldOut",
     "Stock",
+    "Unavailable",
 ]

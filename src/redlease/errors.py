@@ -3,6 +3,8 @@
 Every error this library raises on purpose derives from :class:`RedleaseError`::
 
     RedleaseError
+    ├── Unavailable              Redis failed or could not be reached (any primitive): the
+    │                            cause is chained; each ``*Unavailable`` below is one
     ├── LockError
     │   ├── NotAcquired          the lock could not be had within the timeout (``with``)
     │   ├── LockNotOwned         this handle does not hold the lock (release twice, ...)
@@ -23,6 +25,10 @@ Every error this library raises on purpose derives from :class:`RedleaseError`::
 
 Bad arguments are not ``RedleaseError``: they raise ``ValueError`` / ``TypeError`` at once,
 before anything is sent to Redis, with a message that names the argument.
+
+The bases (``RedleaseError``, ``Unavailable``, ``LockError``, ``InventoryError``,
+``RateLimitError``) are for catching; only the concrete errors are raised, so a handler can
+always tell which one happened.
 
 An outage is never reported as contention: ``acquire()`` returns ``False`` only when the lock
 is held by someone else; when Redis cannot answer it raises :class:`LockUnavailable` with the
@@ -54,6 +60,7 @@ __all__ = [
     "RateLimitUnavailable",
     "RedleaseError",
     "SoldOut",
+    "Unavailable",
 ]
 
 
@@ -65,8 +72,20 @@ class RedleaseError(Exception):
     """
 
     def __init__(self, message: str, *, name: str | bytes | None = None) -> None:
+        if type(self) in _BASES:
+            raise TypeError(f"{type(self).__name__} is a base class: raise one of its subclasses")
         super().__init__(message)
         self.name = name
+
+
+class Unavailable(RedleaseError):
+    """Redis failed, or could not be reached: the operation's outcome is not known to be done.
+
+    The common base of :class:`LockUnavailable`, :class:`InventoryUnavailable` and
+    :class:`RateLimitUnavailable` (and of every later primitive's), for code that handles an
+    outage the same way whatever the primitive. The client library's exception is chained as
+    ``__cause__``.
+    """
 
 
 class LockError(RedleaseError):
@@ -103,7 +122,7 @@ class ForeignData(LockError):
         self.key = key
 
 
-class LockUnavailable(LockError):
+class LockUnavailable(LockError, Unavailable):
     """Redis failed, or could not be reached, during a lock operation.
 
     The redis-py exception is chained as ``__cause__``. Nothing is left half-done in Redis:
@@ -205,7 +224,7 @@ class OrderConflict(_OrderStateError):
     """
 
 
-class InventoryUnavailable(InventoryError):
+class InventoryUnavailable(InventoryError, Unavailable):
     """Redis failed, or could not be reached, during an inventory operation.
 
     The redis-py exception is chained as ``__cause__``. Each operation is one script, applied
@@ -219,9 +238,15 @@ class RateLimitError(RedleaseError):
     """Base class of the errors of :class:`~redlease.RateLimiter`."""
 
 
-class RateLimitUnavailable(RateLimitError):
+class RateLimitUnavailable(RateLimitError, Unavailable):
     """Redis failed, or could not be reached: the limiter cannot say whether to allow.
 
     The redis-py exception is chained as ``__cause__``. Whether to fail open (allow) or
     closed (refuse) is the caller's decision: catch this and choose.
     """
+
+
+_BASES = frozenset(
+    {RedleaseError, Unavailable, LockError, InventoryError, RateLimitError, _OrderStateError}
+)
+"""Classes that are only caught, never raised."""

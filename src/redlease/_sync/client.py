@@ -43,7 +43,7 @@ from .._synchronization import Reads
 
 __all__ = ["Backend", "Pending", "backend_for", "check_client"]
 
-_KINDS = "redis.Redis or valkey.asyncio.Valkey"
+_KINDS = "redis.Redis or valkey.Valkey"
 """The clients this API accepts, for error messages."""
 
 
@@ -69,7 +69,7 @@ def _flavor(client: Any) -> _Flavor | None:
     """The library of ``client``, or None when it is not a client this API accepts."""
     if isinstance(client, redis.Redis):
         return _redis_flavor()
-    valkey = sys.modules.get("valkey.asyncio")  # a valkey client implies valkey is imported
+    valkey = sys.modules.get("valkey")  # a valkey client implies valkey is imported
     if valkey is not None and isinstance(client, valkey.Valkey):
         return _valkey_flavor()
     return None
@@ -89,16 +89,16 @@ def _redis_flavor() -> _Flavor:
 
 
 def _valkey_flavor() -> _Flavor:
-    import valkey.asyncio  # type: ignore[import-not-found, unused-ignore]
-    import valkey.asyncio.retry  # type: ignore[import-not-found, unused-ignore]
+    import valkey  # type: ignore[import-not-found, unused-ignore]
+    import valkey.retry  # type: ignore[import-not-found, unused-ignore]
     import valkey.exceptions  # type: ignore[import-not-found, unused-ignore]
     from valkey.backoff import NoBackoff  # type: ignore[import-not-found, unused-ignore]
 
     return _Flavor(
         library="valkey",
-        pool_class=valkey.asyncio.ConnectionPool,
-        client_class=valkey.asyncio.Valkey,
-        retry_class=valkey.asyncio.retry.Retry,
+        pool_class=valkey.ConnectionPool,
+        client_class=valkey.Valkey,
+        retry_class=valkey.retry.Retry,
         no_backoff=NoBackoff,
         errors=(valkey.exceptions.ValkeyError,),
     )
