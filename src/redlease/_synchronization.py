@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import logging
 import os
 import threading
 from collections.abc import Awaitable, Callable, Hashable
@@ -130,12 +131,29 @@ class AsyncBackground:
 
     OWNER = "task"
     """What owns a lock, in error messages."""
+    ASYNC = True
+    """Coroutine callbacks can be run (on the lock's event loop)."""
 
     def __init__(self, target: Callable[[], Awaitable[None]], name: str) -> None:
         async def run() -> None:
             await target()
 
         self._task = asyncio.get_running_loop().create_task(run(), name=name)
+
+    @staticmethod
+    def call(callback: Callable[[], object]) -> None:
+        """Run a callback (``on_lost``); an awaitable it returns runs as a task of this loop.
+
+        Its errors are logged, never raised: the watchdog must go on.
+        """
+        try:
+            result = callback()
+            if inspect.isawaitable(result):
+                task = asyncio.ensure_future(result)
+                _cleanups.add(task)
+                task.add_done_callback(_log_callback_task)
+        except Exception:
+            _log.exception("on_lost callback failed")
 
     @staticmethod
     def scope() -> Hashable:
@@ -156,10 +174,20 @@ class Background:
 
     OWNER = "thread"
     """What owns a lock, in error messages."""
+    ASYNC = False
+    """Coroutine callbacks cannot be run (there is no event loop to run them on)."""
 
     def __init__(self, target: Callable[[], None], name: str) -> None:
         self._thread = threading.Thread(target=target, name=name, daemon=True)
         self._thread.start()
+
+    @staticmethod
+    def call(callback: Callable[[], object]) -> None:
+        """Run a callback (``on_lost``); its errors are logged, never raised."""
+        try:
+            callback()
+        except Exception:
+            _log.exception("on_lost callback failed")
 
     @staticmethod
     def scope() -> Hashable:
@@ -222,7 +250,14 @@ def _takes_timeout(conn: Any) -> bool:
     return known
 
 
-_cleanups: set[asyncio.Task[Any]] = set()
+_cleanups: set[asyncio.Future[Any]] = set()
+_log = logging.getLogger("redlease")
+
+
+def _log_callback_task(task: asyncio.Future[Any]) -> None:
+    _cleanups.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        _log.error("on_lost callback failed", exc_info=task.exception())
 
 
 class AsyncShield:

@@ -153,8 +153,24 @@ async def test_watchdog_keeps_a_redlock(async_redlock_clients: list[Any]) -> Non
     await lock.release()
 
 
+async def test_the_holder_trying_again_is_contention(
+    async_redlock_clients: list[Any],
+) -> None:
+    lock = redlease.Redlock(async_redlock_clients, "again")
+    other = redlease.Redlock(async_redlock_clients, "again")
+    await lock.acquire()
+    for handle in (lock, other):
+        assert await handle.acquire(blocking=False) is False
+        assert await handle.acquire(timeout=0.1) is False
+        with pytest.raises(RuntimeError, match="wait forever"):
+            await handle.acquire()
+    await lock.release()
+
+
 async def test_one_server_is_a_redlock_too(async_client: redis.asyncio.Redis) -> None:
-    async with redlease.Redlock([async_client], "res") as lock:
+    with pytest.raises(ValueError, match=r"fewer than 3 .* allow_small_quorum=True"):
+        redlease.Redlock([async_client], "res")
+    async with redlease.Redlock([async_client], "res", allow_small_quorum=True) as lock:
         assert lock.quorum == 1 and lock.fence == 1
 
 

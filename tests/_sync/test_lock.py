@@ -15,7 +15,7 @@ from redlease._sync.runtime import runtime_for
 from redlease._core.lock import LockKeys
 from redlease.server import RedisServer
 from tests._sync.helpers import wait_until
-from tests.support import Tasks
+from tests.support import Tasks, coroutine_callback
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -84,8 +84,8 @@ def test_inspect_names_a_key_holding_foreign_data(
 def test_context_manager_and_not_acquired(client: redis.Redis) -> None:
     holder = redlease.Lock(client, "ctx")
     with holder as held:
-        assert held is holder
-        assert holder.fence == 1
+        assert held.lock is holder and held.name == "ctx"
+        assert held.fence == holder.fence == 1  # held.fence is typed int, lock.fence int | None
         other = redlease.Lock(client, "ctx", timeout=0.1)
 
         def enter() -> None:
@@ -156,13 +156,43 @@ def test_shared_handle_queues_locally_one_token_each(
     assert seen == sorted(seen) and len(set(seen)) == 30
 
 
-def test_acquiring_again_from_the_holder_raises(client: redis.Redis) -> None:
+def test_the_holder_trying_again_is_contention_like_threading_lock(
+    client: redis.Redis,
+) -> None:
     lock = redlease.Lock(client, "self")
+    other = redlease.Lock(client, "self")
     lock.acquire()
-    with pytest.raises(RuntimeError, match="RLock"):
-        lock.acquire()
-    with pytest.raises(RuntimeError, match="RLock"):
-        redlease.Lock(client, "self").acquire(timeout=1)
+    # threading.Lock: a non-blocking or timed acquire by the holder is contention: False.
+    for handle in (lock, other):
+        assert handle.acquire(blocking=False) is False
+        assert handle.acquire(timeout=0) is False
+        assert handle.acquire(timeout=0.1) is False
+    assert client.zcard(keys("self").queue) == 0  # nothing left queued
+    # Only a wait that could never end raises: the holder renews its lease.
+    for handle in (lock, other):
+        with pytest.raises(RuntimeError, match="wait forever.*RLock"):
+            handle.acquire()
+        with pytest.raises(RuntimeError, match="wait forever"):
+            handle.acquire(timeout=None)
+    assert lock.owned()
+    lock.release()
+    assert other.acquire(blocking=False)
+    other.release()
+
+
+def test_a_lease_that_ran_out_is_not_held_by_its_thread_any_more(
+    client: redis.Redis,
+) -> None:
+    lock = redlease.Lock(client, "lapsed", ttl=0.2, renew=False)
+    assert lock.acquire()
+    first = lock.fence
+    other = redlease.Lock(client, "lapsed", ttl=0.2, renew=False)
+    # Not renewed: a wait without a timeout can end (when the lease does), so it waits.
+    assert other.acquire(timeout=None)
+    other.release()
+    Tasks.sleep(0.3)
+    assert lock.acquire(blocking=False)  # the same handle, the same owner: free again
+    assert lock.fence is not None and first is not None and lock.fence > first
     lock.release()
 
 
@@ -301,6 +331,28 @@ def test_watchdog_reports_a_lost_lock(client: redis.Redis) -> None:
         lock.release()
     assert client.get(keys("stolen").lock) == b"someone-else"  # not deleted
     assert lost == [1]
+
+
+def test_on_lost_may_be_a_coroutine_function_in_asyncio_only(
+    client: redis.Redis,
+) -> None:
+    told: list[str] = []
+    on_lost = coroutine_callback(told)
+
+    if Tasks.ASYNC:
+        lock = redlease.Lock(client, "told", ttl=0.3, on_lost=on_lost)
+        lock.acquire()
+        client.delete(keys("told").lock)  # taken away: the next renewal sees it
+
+        def was_told() -> bool:
+            return told == ["called"]
+
+        assert wait_until(was_told, limit=5)
+        with pytest.raises(redlease.LockLost):
+            lock.release()
+    else:
+        with pytest.raises(TypeError, match="coroutine function"):
+            redlease.Lock(client, "told", on_lost=on_lost)
 
 
 def test_one_renewer_serves_a_thousand_locks(client: redis.Redis) -> None:
@@ -482,6 +534,8 @@ BAD_TTLS = [
     ("10", TypeError, "ttl must be a number of seconds, got str"),
     (True, TypeError, "ttl must be a number of seconds, got bool"),
     (None, TypeError, "ttl must be a number of seconds, got NoneType"),
+    (0.0001, ValueError, "ttl must be at least 0.05 seconds"),
+    (0.049, ValueError, "ttl must be at least 0.05 seconds"),
 ]
 
 
@@ -511,6 +565,8 @@ def test_bad_ttl(
         ({"prefix": b"x"}, TypeError, "prefix must be str, got bytes"),
         ({"renew": 1}, TypeError, "renew must be a bool"),
         ({"on_lost": 3}, TypeError, "on_lost must be callable"),
+        ({"on_lost": lambda why: None}, TypeError, "on_lost must be callable with no arguments"),
+        ({"ttl": 0.01}, ValueError, "ttl must be at least 0.05 seconds"),
         ({"handoff": 0}, ValueError, "handoff must be > 0"),
     ],
 )

@@ -154,8 +154,24 @@ def test_watchdog_keeps_a_redlock(redlock_clients: list[Any]) -> None:
     lock.release()
 
 
+def test_the_holder_trying_again_is_contention(
+    redlock_clients: list[Any],
+) -> None:
+    lock = redlease.Redlock(redlock_clients, "again")
+    other = redlease.Redlock(redlock_clients, "again")
+    lock.acquire()
+    for handle in (lock, other):
+        assert handle.acquire(blocking=False) is False
+        assert handle.acquire(timeout=0.1) is False
+        with pytest.raises(RuntimeError, match="wait forever"):
+            handle.acquire()
+    lock.release()
+
+
 def test_one_server_is_a_redlock_too(client: redis.Redis) -> None:
-    with redlease.Redlock([client], "res") as lock:
+    with pytest.raises(ValueError, match=r"fewer than 3 .* allow_small_quorum=True"):
+        redlease.Redlock([client], "res")
+    with redlease.Redlock([client], "res", allow_small_quorum=True) as lock:
         assert lock.quorum == 1 and lock.fence == 1
 
 

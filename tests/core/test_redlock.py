@@ -45,7 +45,10 @@ def test_failures_count_only_exceptions() -> None:
 
 
 def test_check_clients_wants_a_non_empty_sequence() -> None:
-    assert core.check_clients((1, 2)) == [1, 2]
+    assert core.check_clients((1, 2, 3)) == [1, 2, 3]
+    assert core.check_clients((1, 2), allow_small_quorum=True) == [1, 2]
+    with pytest.raises(ValueError, match=r"2 server\(s\).*allow_small_quorum=True"):
+        core.check_clients((1, 2))
     with pytest.raises(TypeError, match="clients must be a sequence"):
         core.check_clients("abc")
     with pytest.raises(ValueError, match="clients must not be empty"):

@@ -29,6 +29,8 @@ from .client import AsyncBackend
 
 __all__ = ["AsyncRenewer", "AsyncServerRenewal"]
 
+_log = logging.getLogger("redlease")
+
 RETRY = 0.5
 """Seconds before a renewal that failed (Redis error) is tried again."""
 MIN_WAIT = 0.05
@@ -125,10 +127,7 @@ def _run_lost(callbacks: list[Callable[[], object] | None]) -> None:
     """Run the ``on_lost`` callbacks of lost holdings; their errors must not stop the watchdog."""
     for callback in callbacks:
         if callback is not None:
-            try:
-                callback()
-            except Exception:
-                logging.getLogger("redlease").exception("on_lost callback failed")
+            AsyncBackground.call(callback)
 
 
 @dataclass(frozen=True)
@@ -148,5 +147,12 @@ class AsyncServerRenewal:
         try:
             reply = await self.backend.run(script, keys, args, max(left, MIN_WAIT))
             return renewals.decode(reply, len(due))
-        except Exception:  # no answer (or nonsense): try again soon, until the lease is over
+        except Exception as exc:  # no answer (or nonsense): try again soon, until it is over
+            _log.warning(
+                "renewal of %d lease(s) failed, retrying: %s: %s",
+                len(due),
+                type(exc).__name__,
+                exc,
+                extra={"redlease_event": "renewal_failed", "redlease_leases": len(due)},
+            )
             return None

@@ -64,6 +64,7 @@ class Holding:
     count: int = 1
     lost: bool = False
     released: bool = False
+    renewed: bool = False  # handed to a watchdog: the lease does not run out while held
     on_lost: Callable[[], object] | None = field(default=None, repr=False)
     renew_script: Script | None = field(default=None, repr=False)
     renew_target: Hashable = field(default=None, repr=False)

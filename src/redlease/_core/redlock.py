@@ -24,6 +24,7 @@ from typing import Any
 from .lock import ACQUIRED, HELD, decode_acquire
 
 __all__ = [
+    "MIN_SERVERS",
     "Tally",
     "check_clients",
     "check_distinct",
@@ -110,13 +111,30 @@ def tally(results: Sequence[Any]) -> Tally:
     return out
 
 
-def check_clients(candidates: Any) -> list[Any]:
-    """Refuse a non-sequence or an empty one (each client's kind is the shell's to check)."""
+MIN_SERVERS = 3
+"""The fewest servers a Redlock survives one failure with (a majority of 3 is 2)."""
+
+
+def check_clients(candidates: Any, *, allow_small_quorum: bool = False) -> list[Any]:
+    """Refuse a non-sequence, an empty one, and fewer than 3 servers unless allowed.
+
+    Each client's kind is the shell's to check.
+    """
+    if not isinstance(allow_small_quorum, bool):
+        raise TypeError(
+            f"allow_small_quorum must be a bool, got {type(allow_small_quorum).__name__}"
+        )
     if isinstance(candidates, (str, bytes)) or not hasattr(candidates, "__iter__"):
         raise TypeError(f"clients must be a sequence of clients, got {type(candidates).__name__}")
     clients: list[Any] = list(candidates)
     if not clients:
         raise ValueError("clients must not be empty: Redlock needs at least one server")
+    if len(clients) < MIN_SERVERS and not allow_small_quorum:
+        raise ValueError(
+            f"clients has {len(clients)} server(s): a Redlock over fewer than {MIN_SERVERS} "
+            "survives no server failing (use Lock for one server); pass "
+            "allow_small_quorum=True if that is what you want"
+        )
     return clients
 
 

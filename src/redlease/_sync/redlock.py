@@ -75,17 +75,22 @@ class Redlock(Handle):
         handoff: float = 0.05,
         drift_factor: float = 0.01,
         server_timeout: float = 0.1,
+        allow_small_quorum: bool = False,
     ) -> None:
         """Describe a lock over ``clients``, one per independent server.
 
-        :param clients: one client per server (N >= 1; 5 is usual). The same server twice
-            raises ``ValueError``: it would fake a quorum.
+        :param clients: one client per server (3 or more; 5 is usual). The same server twice
+            (under another address, or another database of it) raises ``ValueError`` at the
+            first acquire: it would fake a quorum.
+        :param allow_small_quorum: accept 1 or 2 servers. Redlock over 1 server is a plain
+            lock, and over 2 it needs both, so it survives no server failing: refused unless
+            you say so here (e.g. for tests, or on the way to 3 servers).
         :param drift_factor: the share of the lease allowed for clock drift, in [0, 0.5).
         :param server_timeout: seconds each server has to answer one round; much shorter than
             ``ttl`` (the Redis documentation suggests 5-50 ms for a 10 s lease).
         The other parameters are :class:`Lock`'s.
         """
-        self._clients = core.check_clients(clients)
+        self._clients = core.check_clients(clients, allow_small_quorum=allow_small_quorum)
         for i, client in enumerate(self._clients):
             check_client(client, f"clients[{i}]")
         self._drift_factor = core.check_drift_factor(drift_factor)
