@@ -169,7 +169,7 @@ async def test_the_holder_trying_again_is_contention_like_threading_lock(
     assert await async_client.zcard(keys("self").queue) == 0  # nothing left queued
     # Only a wait that could never end raises: the holder renews its lease.
     for handle in (lock, other):
-        with pytest.raises(RuntimeError, match="wait forever.*RLock"):
+        with pytest.raises(RuntimeError, match=r"wait forever.*RLock"):
             await handle.acquire()
         with pytest.raises(RuntimeError, match="wait forever"):
             await handle.acquire(timeout=None)
