@@ -19,6 +19,7 @@ from typing import Any
 from redis.exceptions import TimeoutError
 
 __all__ = [
+    "MIN_BUDGET",
     "AsyncBackground",
     "AsyncEvent",
     "AsyncMutex",
@@ -250,7 +251,7 @@ def _takes_timeout(conn: Any) -> bool:
     return known
 
 
-_cleanups: set[asyncio.Future[Any]] = set()
+_cleanups: set[Any] = set()  # background tasks, kept alive until done
 _log = logging.getLogger("redlease")
 
 
@@ -260,28 +261,79 @@ def _log_callback_task(task: asyncio.Future[Any]) -> None:
         _log.error("on_lost callback failed", exc_info=task.exception())
 
 
+MIN_BUDGET = 0.005
+"""Seconds below which a clean-up is not worth waiting for: it goes to the background."""
+
+
 class AsyncShield:
-    """Best-effort clean-up that survives the cancellation of the task that started it."""
+    """Clean-up that survives the cancellation of the task that started it, within a bound.
+
+    A public call may take the caller's timeout plus at most one socket timeout, clean-up
+    included; what cannot finish within that is handed to the background, never awaited
+    past the bound (see :func:`redlease._core.bounds.budget`).
+    """
 
     @staticmethod
-    async def cleanup(action: Callable[[], Awaitable[Any]]) -> None:
-        """Run ``action``, ignoring its errors; if we are cancelled, it finishes on its own."""
+    async def cleanup(
+        action: Callable[[float | None], Awaitable[Any]], budget: float | None
+    ) -> None:
+        """Best effort, errors ignored: run ``action(budget)`` and wait for it at most
+        ``budget`` seconds (``None``: as long as it takes); past that, or if this task is
+        cancelled meanwhile, it goes on in the background."""
+        if budget is not None and budget < MIN_BUDGET:
+            AsyncShield.background(action)
+            return
+        task = _spawn(action, budget)
+        # Past the budget it goes on by itself, bounded by its own reply timeouts.
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(task), budget)
 
-        async def run() -> None:
-            with contextlib.suppress(Exception):  # best effort: the lease expires anyway
-                await action()
+    @staticmethod
+    def background(action: Callable[[float | None], Awaitable[Any]]) -> None:
+        """Run ``action(None)`` in a task of its own, not awaited (errors ignored)."""
+        _spawn(action, None)
 
-        task = asyncio.get_running_loop().create_task(run())
-        _cleanups.add(task)
-        task.add_done_callback(_cleanups.discard)
-        await asyncio.shield(task)
+
+def _spawn(action: Callable[[float | None], Awaitable[Any]], timeout: float | None) -> Any:
+    async def run() -> None:
+        with contextlib.suppress(Exception):  # best effort: the lease expires anyway
+            await action(timeout)
+
+    task = asyncio.get_running_loop().create_task(run(), name="redlease-cleanup")
+    _cleanups.add(task)
+    task.add_done_callback(_cleanups.discard)
+    return task
 
 
 class Shield:
-    """Best-effort clean-up (threads are not cancelled: this just runs it)."""
+    """Clean-up within a bound. Threads are not cancelled and a blocking call cannot be
+    interrupted, so bounded clean-up runs in a short-lived thread that is waited for at most
+    the bound; past it, it goes on alone (it ends within its own connect and reply timeouts).
+    """
 
     @staticmethod
-    def cleanup(action: Callable[[], Any]) -> None:
-        """Run ``action``, ignoring its errors."""
-        with contextlib.suppress(Exception):  # best effort: the lease expires anyway
-            action()
+    def cleanup(action: Callable[[float | None], Any], budget: float | None) -> None:
+        """Best effort, errors ignored: run ``action(budget)`` and wait for it at most
+        ``budget`` seconds (``None``: here, as long as it takes)."""
+        if budget is None:
+            with contextlib.suppress(Exception):  # best effort: the lease expires anyway
+                action(None)
+            return
+        thread = Shield._start(action, budget)
+        if budget >= MIN_BUDGET:
+            thread.join(budget)
+
+    @staticmethod
+    def background(action: Callable[[float | None], Any]) -> None:
+        """Run ``action(None)`` in a daemon thread (it ends within a socket timeout)."""
+        Shield._start(action, None)
+
+    @staticmethod
+    def _start(action: Callable[[float | None], Any], timeout: float | None) -> threading.Thread:
+        def run() -> None:
+            with contextlib.suppress(Exception):
+                action(timeout)
+
+        thread = threading.Thread(target=run, name="redlease-cleanup", daemon=True)
+        thread.start()
+        return thread

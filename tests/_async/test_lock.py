@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import pytest
@@ -659,6 +660,53 @@ async def test_hung_server_raises_unavailable_and_leaves_no_lock(make_server: An
     assert await wait_until(lambda: _free(check, "hang"), limit=5.0)  # at most the lease
     await check.aclose()
     await client.aclose()
+
+
+# -- every call is bounded: its timeout plus at most one socket timeout (issue 8) -----------
+SLACK = 1.5  # seconds of scheduling noise allowed on a loaded machine
+
+
+async def test_a_hung_server_costs_the_timeout_plus_one_socket_timeout(make_server: Any) -> None:
+    srv = make_server()
+    client = redis.asyncio.Redis(host=srv.host, port=srv.port, socket_timeout=3.0)
+    srv.pause()  # hung before the first call: the connection's handshake hangs too
+    try:
+        started = time.monotonic()
+        with pytest.raises(redlease.LockUnavailable):
+            await redlease.Lock(client, "bounded", timeout=0.2).acquire()
+        # The failed acquire's clean-up gets what is left of the bound, not a socket timeout
+        # of its own (that took 2 x 3 s).
+        assert time.monotonic() - started < 0.2 + 3.0 + SLACK
+    finally:
+        srv.resume()
+    await client.aclose()
+
+
+async def test_a_waiter_whose_timeout_ends_in_an_outage_is_told_unavailable_not_false(
+    make_server: Any,
+) -> None:
+    srv = make_server()
+    holder_client = redis.asyncio.Redis(host=srv.host, port=srv.port, socket_timeout=1.0)
+    client = redis.asyncio.Redis(host=srv.host, port=srv.port, socket_timeout=1.0)
+    holder = redlease.Lock(holder_client, "outage", ttl=30.0)
+    await holder.acquire()
+    waiter = redlease.Lock(client, "outage")
+    assert await waiter.acquire(timeout=0.3) is False  # contention: False (and warm)
+
+    async def hang_soon() -> None:
+        await AsyncTasks.sleep(0.3)
+        srv.pause()
+
+    started = time.monotonic()
+    try:
+        with pytest.raises(redlease.LockUnavailable, match="leave the queue"):
+            await AsyncTasks.gather(lambda: waiter.acquire(timeout=1.0), hang_soon)
+        assert time.monotonic() - started < 1.0 + 1.0 + SLACK
+    finally:
+        srv.resume()
+    await holder.release()
+    await client.aclose()
+    await holder_client.aclose()
 
 
 async def test_server_restarting_empty_is_reported_lost(make_server: Any) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import pytest
@@ -660,6 +661,53 @@ def test_hung_server_raises_unavailable_and_leaves_no_lock(make_server: Any) -> 
     assert wait_until(lambda: _free(check, "hang"), limit=5.0)  # at most the lease
     check.close()
     client.close()
+
+
+# -- every call is bounded: its timeout plus at most one socket timeout (issue 8) -----------
+SLACK = 1.5  # seconds of scheduling noise allowed on a loaded machine
+
+
+def test_a_hung_server_costs_the_timeout_plus_one_socket_timeout(make_server: Any) -> None:
+    srv = make_server()
+    client = redis.Redis(host=srv.host, port=srv.port, socket_timeout=3.0)
+    srv.pause()  # hung before the first call: the connection's handshake hangs too
+    try:
+        started = time.monotonic()
+        with pytest.raises(redlease.LockUnavailable):
+            redlease.Lock(client, "bounded", timeout=0.2).acquire()
+        # The failed acquire's clean-up gets what is left of the bound, not a socket timeout
+        # of its own (that took 2 x 3 s).
+        assert time.monotonic() - started < 0.2 + 3.0 + SLACK
+    finally:
+        srv.resume()
+    client.close()
+
+
+def test_a_waiter_whose_timeout_ends_in_an_outage_is_told_unavailable_not_false(
+    make_server: Any,
+) -> None:
+    srv = make_server()
+    holder_client = redis.Redis(host=srv.host, port=srv.port, socket_timeout=1.0)
+    client = redis.Redis(host=srv.host, port=srv.port, socket_timeout=1.0)
+    holder = redlease.Lock(holder_client, "outage", ttl=30.0)
+    holder.acquire()
+    waiter = redlease.Lock(client, "outage")
+    assert waiter.acquire(timeout=0.3) is False  # contention: False (and warm)
+
+    def hang_soon() -> None:
+        Tasks.sleep(0.3)
+        srv.pause()
+
+    started = time.monotonic()
+    try:
+        with pytest.raises(redlease.LockUnavailable, match="leave the queue"):
+            Tasks.gather(lambda: waiter.acquire(timeout=1.0), hang_soon)
+        assert time.monotonic() - started < 1.0 + 1.0 + SLACK
+    finally:
+        srv.resume()
+    holder.release()
+    client.close()
+    holder_client.close()
 
 
 def test_server_restarting_empty_is_reported_lost(make_server: Any) -> None:

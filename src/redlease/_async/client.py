@@ -173,6 +173,14 @@ class AsyncBackend:
             kwargs["socket_connect_timeout"] = max(timeout, 1.0)
         return self._flavor.pool_class(connection_class=pool.connection_class, **kwargs)
 
+    @property
+    def socket_timeout(self) -> float | None:
+        """The longest a reply may take here (``None``: no limit)."""
+        if self._timeout is not None:
+            return self._timeout
+        value = self.client.connection_pool.connection_kwargs.get("socket_timeout")
+        return None if value is None else float(value)
+
     def with_deadline(self, timeout: float) -> AsyncBackend:
         """This server, with every reply (and connect) bounded by ``timeout`` seconds."""
         backend = self._deadlines.get(timeout)
@@ -191,9 +199,12 @@ class AsyncBackend:
     ) -> Any:
         """EVALSHA ``script`` once (EVAL if the server lost it); its reply.
 
-        ``timeout`` bounds the reply (default: the pool's socket timeout). Raises redis-py's
-        exceptions.
+        ``timeout`` bounds the reply (default, and at most: the socket timeout). Raises
+        redis-py's exceptions.
         """
+        limit = self.socket_timeout
+        if timeout is not None and limit is not None:
+            timeout = min(timeout, limit)
         return await self.receive(await self.send(script, keys, args), timeout)
 
     async def send(self, script: Script, keys: Sequence[bytes], args: Sequence[Any]) -> Pending:

@@ -9,6 +9,7 @@ from typing import Any
 import redis.asyncio
 from redis.exceptions import ConnectionError, RedisError, TimeoutError
 
+from .._core.bounds import budget
 from .._core.lease import Holding, new_token
 from .._core.lock import (
     ACQUIRE,
@@ -141,14 +142,17 @@ class AsyncLock(AsyncHandle):
 
         async def attempt(join: bool) -> Outcome:
             sent = time.monotonic()
-            reply = await self._attempt(token, join=join)
+            reply = await self._attempt(token, join=join, deadline=deadline)
             if reply.acquired:
                 return Outcome(result=self._new_holding(owner, token, reply.value, sent))
             refusal = (0, reply.status == HELD, reply.value)
             return Outcome(refusals=(refusal,), answered=(0,), queued=(0,) if join else ())
 
-        async def leave(servers: list[int]) -> None:
-            await self._run(LEAVE, self._queue_args(token))
+        async def leave(servers: list[int], timeout: float | None) -> None:
+            try:
+                await self._run(LEAVE, self._queue_args(token), timeout)
+            except RedisError as exc:
+                raise self._unavailable("leave the queue of", exc) from exc
 
         holding: Holding | None = await wait_turn(
             [runtime.hub],
@@ -156,6 +160,7 @@ class AsyncLock(AsyncHandle):
             attempt,
             leave,
             deadline=deadline,
+            socket_timeout=runtime.backend.socket_timeout,
             fallback=self.ttl,
             listen_error=self._listen_error,
         )
@@ -168,7 +173,7 @@ class AsyncLock(AsyncHandle):
         runtime = self._runtime()
         return self._holding_for(owner, token, fence, sent + self.ttl, runtime.renewal, RENEW)
 
-    async def _attempt(self, token: bytes, *, join: bool) -> Any:
+    async def _attempt(self, token: bytes, *, join: bool, deadline: float | None) -> Any:
         keys = self._keys
         try:
             raw = await self._run(
@@ -179,20 +184,21 @@ class AsyncLock(AsyncHandle):
                 ),
             )
         except (ConnectionError, TimeoutError) as exc:
-            # The script may have run and only its reply been lost: release what may be ours.
-            await AsyncShield.cleanup(lambda: self._undo(token))
+            # The script may have run and only its reply been lost: release what may be ours,
+            # within what is left of the call's bound.
+            left = budget(deadline, self._runtime().backend.socket_timeout, time.monotonic())
+            await AsyncShield.cleanup(lambda timeout: self._undo(token, timeout), left)
             raise self._unavailable("acquire", exc) from exc
         except RedisError as exc:
             raise self._unavailable("acquire", exc) from exc
         except BaseException:  # cancelled or interrupted with the script possibly applied
-            await AsyncShield.cleanup(lambda: self._undo(token))
+            AsyncShield.background(lambda timeout: self._undo(token, timeout))
             raise
         return decode_acquire(raw)
 
-    async def _undo(self, token: bytes) -> None:
+    async def _undo(self, token: bytes, timeout: float | None) -> None:
         """Release an acquisition whose grant we may never have seen (quietly)."""
-        keys, args = self._queue_args(token)
-        await self._run(RELEASE, (keys, args))
+        await self._run(RELEASE, self._queue_args(token), timeout)
 
     async def _release_remote(self, holding: Holding) -> None:
         try:
@@ -213,8 +219,13 @@ class AsyncLock(AsyncHandle):
             raise self._mark_lost(holding)
         holding.extended(sent, ttl_ms)
 
-    async def _run(self, script: Script, keys_args: tuple[list[bytes], list[Any]]) -> Any:
-        return await self._runtime().backend.run(script, *keys_args)
+    async def _run(
+        self,
+        script: Script,
+        keys_args: tuple[list[bytes], list[Any]],
+        timeout: float | None = None,
+    ) -> Any:
+        return await self._runtime().backend.run(script, *keys_args, timeout)
 
     async def _inspect(self, token: bytes) -> LockInfo:
         try:

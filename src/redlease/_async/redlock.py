@@ -219,8 +219,9 @@ class AsyncRedlock(AsyncHandle):
                 split=bool(tally.granted),
             )
 
-        async def leave(servers: list[int]) -> None:
-            await self._round(LEAVE, *self._queue_args(token), servers=servers)
+        async def leave(servers: list[int], timeout: float | None) -> None:
+            replies = await self._round(LEAVE, *self._queue_args(token), servers=servers)
+            self._require_answers("leave the queues of", core.failures(replies))
 
         holding: Holding | None = await wait_turn(
             [rt.hub for rt in self._runtimes()],
@@ -228,6 +229,7 @@ class AsyncRedlock(AsyncHandle):
             attempt,
             leave,
             deadline=deadline,
+            socket_timeout=self.server_timeout,
             fallback=self.ttl,
             confirm=self.server_timeout,
             backoff=2 * self._window_ms / 1000,
@@ -269,7 +271,8 @@ class AsyncRedlock(AsyncHandle):
         undo = sorted(set(tally.granted) | set(tally.errors))
         if undo:
             await AsyncShield.cleanup(
-                lambda: self._round(RELEASE, *self._queue_args(token), servers=undo)
+                lambda timeout: self._round(RELEASE, *self._queue_args(token), servers=undo),
+                None,  # one round, each server bounded by server_timeout
             )
         self._require_answers("acquire", tally)
         return None, tally

@@ -10,6 +10,7 @@ from typing import Any
 import redis
 from redis.exceptions import ConnectionError, RedisError, TimeoutError
 
+from .._core.bounds import budget
 from .._core.lease import Holding, new_token
 from .._core.lock import (
     ACQUIRE,
@@ -142,14 +143,17 @@ class Lock(Handle):
 
         def attempt(join: bool) -> Outcome:
             sent = time.monotonic()
-            reply = self._attempt(token, join=join)
+            reply = self._attempt(token, join=join, deadline=deadline)
             if reply.acquired:
                 return Outcome(result=self._new_holding(owner, token, reply.value, sent))
             refusal = (0, reply.status == HELD, reply.value)
             return Outcome(refusals=(refusal,), answered=(0,), queued=(0,) if join else ())
 
-        def leave(servers: list[int]) -> None:
-            self._run(LEAVE, self._queue_args(token))
+        def leave(servers: list[int], timeout: float | None) -> None:
+            try:
+                self._run(LEAVE, self._queue_args(token), timeout)
+            except RedisError as exc:
+                raise self._unavailable("leave the queue of", exc) from exc
 
         holding: Holding | None = wait_turn(
             [runtime.hub],
@@ -157,6 +161,7 @@ class Lock(Handle):
             attempt,
             leave,
             deadline=deadline,
+            socket_timeout=runtime.backend.socket_timeout,
             fallback=self.ttl,
             listen_error=self._listen_error,
         )
@@ -169,7 +174,7 @@ class Lock(Handle):
         runtime = self._runtime()
         return self._holding_for(owner, token, fence, sent + self.ttl, runtime.renewal, RENEW)
 
-    def _attempt(self, token: bytes, *, join: bool) -> Any:
+    def _attempt(self, token: bytes, *, join: bool, deadline: float | None) -> Any:
         keys = self._keys
         try:
             raw = self._run(
@@ -180,20 +185,21 @@ class Lock(Handle):
                 ),
             )
         except (ConnectionError, TimeoutError) as exc:
-            # The script may have run and only its reply been lost: release what may be ours.
-            Shield.cleanup(lambda: self._undo(token))
+            # The script may have run and only its reply been lost: release what may be ours,
+            # within what is left of the call's bound.
+            left = budget(deadline, self._runtime().backend.socket_timeout, time.monotonic())
+            Shield.cleanup(lambda timeout: self._undo(token, timeout), left)
             raise self._unavailable("acquire", exc) from exc
         except RedisError as exc:
             raise self._unavailable("acquire", exc) from exc
         except BaseException:  # cancelled or interrupted with the script possibly applied
-            Shield.cleanup(lambda: self._undo(token))
+            Shield.background(lambda timeout: self._undo(token, timeout))
             raise
         return decode_acquire(raw)
 
-    def _undo(self, token: bytes) -> None:
+    def _undo(self, token: bytes, timeout: float | None) -> None:
         """Release an acquisition whose grant we may never have seen (quietly)."""
-        keys, args = self._queue_args(token)
-        self._run(RELEASE, (keys, args))
+        self._run(RELEASE, self._queue_args(token), timeout)
 
     def _release_remote(self, holding: Holding) -> None:
         try:
@@ -214,8 +220,13 @@ class Lock(Handle):
             raise self._mark_lost(holding)
         holding.extended(sent, ttl_ms)
 
-    def _run(self, script: Script, keys_args: tuple[list[bytes], list[Any]]) -> Any:
-        return self._runtime().backend.run(script, *keys_args)
+    def _run(
+        self,
+        script: Script,
+        keys_args: tuple[list[bytes], list[Any]],
+        timeout: float | None = None,
+    ) -> Any:
+        return self._runtime().backend.run(script, *keys_args, timeout)
 
     def _inspect(self, token: bytes) -> LockInfo:
         try:

@@ -220,8 +220,9 @@ class Redlock(Handle):
                 split=bool(tally.granted),
             )
 
-        def leave(servers: list[int]) -> None:
-            self._round(LEAVE, *self._queue_args(token), servers=servers)
+        def leave(servers: list[int], timeout: float | None) -> None:
+            replies = self._round(LEAVE, *self._queue_args(token), servers=servers)
+            self._require_answers("leave the queues of", core.failures(replies))
 
         holding: Holding | None = wait_turn(
             [rt.hub for rt in self._runtimes()],
@@ -229,6 +230,7 @@ class Redlock(Handle):
             attempt,
             leave,
             deadline=deadline,
+            socket_timeout=self.server_timeout,
             fallback=self.ttl,
             confirm=self.server_timeout,
             backoff=2 * self._window_ms / 1000,
@@ -270,7 +272,8 @@ class Redlock(Handle):
         undo = sorted(set(tally.granted) | set(tally.errors))
         if undo:
             Shield.cleanup(
-                lambda: self._round(RELEASE, *self._queue_args(token), servers=undo)
+                lambda timeout: self._round(RELEASE, *self._queue_args(token), servers=undo),
+                None,  # one round, each server bounded by server_timeout
             )
         self._require_answers("acquire", tally)
         return None, tally

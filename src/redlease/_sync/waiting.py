@@ -5,7 +5,8 @@ A primitive plugs in two things:
 
 * ``attempt(join)``: one try on its server(s), returning an :class:`~redlease._core.waiters.
   Outcome` (``join``: if refused, queue up, because this process listens for its turn);
-* ``leave(servers)``: leave the queues of those servers (the wait ended without the lock).
+* ``leave(servers, timeout)``: leave the queues of those servers (the wait ended without the
+  lock), raising the primitive's ``*Unavailable`` error if Redis fails.
 
 The loop does the rest, the same for one server (``Lock``) and N (``Redlock``): register with
 each server's waiter hub, try, sleep until a hub says the turn came (or a lease or a
@@ -22,6 +23,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from .._core.bounds import budget
 from .._core.waiters import Action, Outcome, Waiter, next_step
 from .._synchronization import Event, Shield
 from .hub import Hub
@@ -30,8 +32,8 @@ __all__ = ["Attempt", "Leave", "wait_turn"]
 
 Attempt = Callable[[bool], "Outcome"]
 """One try: ``attempt(join)``."""
-Leave = Callable[[list[int]], "Any"]
-"""Leave the queues of the given servers: ``leave(servers)``."""
+Leave = Callable[[list[int], "float | None"], "Any"]
+"""Leave the queues of the given servers, each reply within a timeout: ``leave(servers, t)``."""
 
 
 def wait_turn(
@@ -41,6 +43,7 @@ def wait_turn(
     leave: Leave,
     *,
     deadline: float | None,
+    socket_timeout: float | None,
     fallback: float,
     confirm: float | None = None,
     backoff: float = 0.0,
@@ -50,6 +53,8 @@ def wait_turn(
 
     :param hubs: the waiter hub of each server, in the servers' order.
     :param token: the acquisition's token (the hubs wake waiters by it).
+    :param socket_timeout: the longest one reply may take: a wait that gives up leaves the
+        queues within it, and a failure to leave raises (an outage is never ``False``).
     :param fallback: seconds a waiter sleeps when no lease end is known.
     :param confirm: seconds a subscription has to be confirmed (default: the hub's).
     :param backoff: after a split vote, a random pause of up to this many seconds.
@@ -65,11 +70,13 @@ def wait_turn(
         waiters = [hub.join(token, event) for hub in hubs]
     joined = bool(waiters) and all(h.subscribed for h in hubs)
     queued: tuple[int, ...] = tuple(range(n)) if joined else ()
+    gave_up = False
     try:
         outcome = attempt(joined)
         queued = outcome.queued if joined else ()
         while outcome.result is None:
             if deadline is not None and time.monotonic() >= deadline:
+                gave_up = True
                 return None
             if not waiters:
                 waiters = [hub.join(token, event) for hub in hubs]
@@ -79,6 +86,7 @@ def wait_turn(
                 for i, held, ms in outcome.refusals:
                     hubs[i].refused(waiters[i], held, ms)
                 if not _sleep(hubs, waiters, event, deadline, fallback):
+                    gave_up = True
                     return None
             for i in outcome.answered:  # listen where the servers answer
                 if not hubs[i].subscribed:
@@ -97,7 +105,11 @@ def wait_turn(
             hub.leave(waiter)
         if queued:  # leave the queues too, and pass on a turn we were given
             servers = list(queued)
-            Shield.cleanup(lambda: leave(servers))
+            left = budget(deadline, socket_timeout, time.monotonic())
+            if gave_up:  # the answer is False only if Redis says we left: errors propagate
+                leave(servers, left)
+            else:
+                Shield.cleanup(lambda timeout: leave(servers, timeout), left)
 
 
 def _sleep(
