@@ -38,7 +38,7 @@ for _public in redlease.asyncio.__all__:
 
 project = "redlease"
 author = "the redlease authors"
-copyright = "2026, the redlease authors"  # noqa: A001 (Sphinx's name)
+copyright = "2026, the redlease authors"
 release = redlease.__version__
 version = release
 
