@@ -283,7 +283,7 @@ def percentile(ordered: list[float], p: float) -> float:
 def all_keys(run: str) -> list[bytes]:
     """Every key the benchmark writes (redlease's default prefix)."""
     from redlease._core.inventory import InventoryKeys
-    from redlease._core.keys import LockKeys
+    from redlease._core.lock import LockKeys
 
     k = keys(run)
     lock = LockKeys.build("redlease", k["lock"].encode())

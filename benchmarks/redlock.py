@@ -147,11 +147,13 @@ class Backend:
         if self.lib == "redlease":
             import redlease
 
-            return redlease.Redlock(self.clients, name, ttl=TTL)
+            return redlease.Redlock(self.clients, name, ttl=TTL, allow_small_quorum=True)
         if self.lib == "redlease-async":
             import redlease.asyncio
 
-            return redlease.asyncio.Redlock(self.clients, name, ttl=TTL)
+            return redlease.asyncio.Redlock(
+                self.clients, name, ttl=TTL, allow_small_quorum=True
+            )
         if self.lib == "pottery":
             import pottery
 

@@ -31,6 +31,7 @@ SUBS = [
     (r"\b__aexit__\b", "__exit__"),
     (r"\baclose\b", "close"),
     (r"\bredis\.asyncio\b", "redis"),
+    (r"\bvalkey\.asyncio\b", "valkey"),
     (r"\bredlease\.asyncio\b", "redlease"),
     (r"\btests\._async\b", "tests._sync"),
     (r"\b_async\b", "_sync"),

@@ -17,10 +17,20 @@ import redis.asyncio
 T = TypeVar("T")
 
 
+def coroutine_callback(calls: list[str]) -> Callable[[], Awaitable[None]]:
+    """A coroutine function that records its calls (not rewritten for the sync tests)."""
+
+    async def callback() -> None:
+        calls.append("called")
+
+    return callback
+
+
 class AsyncTasks:
     """Run coroutines in other tasks: what owns a lock in redlease.asyncio."""
 
     WRONG_CLIENT = redis.Redis  # a client the asyncio API must refuse
+    ASYNC = True
 
     @staticmethod
     async def run(fn: Callable[[], Awaitable[T]]) -> T:
@@ -46,6 +56,7 @@ class Tasks:
     """Run functions in other threads: what owns a lock in redlease."""
 
     WRONG_CLIENT = redis.asyncio.Redis  # a client the sync API must refuse
+    ASYNC = False
 
     @staticmethod
     def run(fn: Callable[[], T]) -> T:

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import redlease
-from redlease._core.keys import LockKeys
+from redlease._core.lock import LockKeys
 from redlease.server import RedisServer
 from tests.support import Tasks
 

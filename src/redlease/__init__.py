@@ -11,12 +11,14 @@ The asyncio API has the same names in :mod:`redlease.asyncio`.
 """
 
 from ._core.inventory import Reservation, Stock
+from ._core.lock import LockInfo
 from ._core.ratelimit import RateLimit
 from ._sync.inventory import Inventory
 from ._sync.lock import Lock, RLock
 from ._sync.ratelimit import RateLimiter
 from ._sync.redlock import Redlock
 from .errors import (
+    ForeignData,
     InventoryError,
     InventoryUnavailable,
     LimitExceeded,
@@ -33,17 +35,20 @@ from .errors import (
     RateLimitUnavailable,
     RedleaseError,
     SoldOut,
+    Unavailable,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ForeignData",
     "Inventory",
     "InventoryError",
     "InventoryUnavailable",
     "LimitExceeded",
     "Lock",
     "LockError",
+    "LockInfo",
     "LockLost",
     "LockNotOwned",
     "LockUnavailable",
@@ -62,5 +67,6 @@ __all__ = [
     "Reservation",
     "SoldOut",
     "Stock",
+    "Unavailable",
     "__version__",
 ]

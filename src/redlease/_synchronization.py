@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
+import logging
 import os
 import threading
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
+
+from redis.exceptions import TimeoutError
 
 __all__ = [
     "AsyncBackground",
@@ -127,12 +131,29 @@ class AsyncBackground:
 
     OWNER = "task"
     """What owns a lock, in error messages."""
+    ASYNC = True
+    """Coroutine callbacks can be run (on the lock's event loop)."""
 
     def __init__(self, target: Callable[[], Awaitable[None]], name: str) -> None:
         async def run() -> None:
             await target()
 
         self._task = asyncio.get_running_loop().create_task(run(), name=name)
+
+    @staticmethod
+    def call(callback: Callable[[], object]) -> None:
+        """Run a callback (``on_lost``); an awaitable it returns runs as a task of this loop.
+
+        Its errors are logged, never raised: the watchdog must go on.
+        """
+        try:
+            result = callback()
+            if inspect.isawaitable(result):
+                task = asyncio.ensure_future(result)
+                _cleanups.add(task)
+                task.add_done_callback(_log_callback_task)
+        except Exception:
+            _log.exception("on_lost callback failed")
 
     @staticmethod
     def scope() -> Hashable:
@@ -153,10 +174,20 @@ class Background:
 
     OWNER = "thread"
     """What owns a lock, in error messages."""
+    ASYNC = False
+    """Coroutine callbacks cannot be run (there is no event loop to run them on)."""
 
     def __init__(self, target: Callable[[], None], name: str) -> None:
         self._thread = threading.Thread(target=target, name=name, daemon=True)
         self._thread.start()
+
+    @staticmethod
+    def call(callback: Callable[[], object]) -> None:
+        """Run a callback (``on_lost``); its errors are logged, never raised."""
+        try:
+            callback()
+        except Exception:
+            _log.exception("on_lost callback failed")
 
     @staticmethod
     def scope() -> Hashable:
@@ -181,21 +212,52 @@ class AsyncReads:
         """
         if timeout is None:
             return await conn.read_response()
-        return await asyncio.wait_for(conn.read_response(), timeout)
+        try:
+            return await asyncio.wait_for(conn.read_response(), timeout)
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"no reply within {timeout:.3f} s") from None
 
 
 class Reads:
-    """Read one reply from a redis-py connection, raising when it does not come."""
+    """Read one reply from a redis-py (or valkey-py) connection, raising when it does not come."""
 
     @staticmethod
     def reply(conn: Any, timeout: float | None) -> Any:
-        """The next reply, within ``timeout`` seconds (``None``: the socket timeout)."""
+        """The next reply, within ``timeout`` seconds (``None``: the socket timeout).
+
+        ``read_response(timeout=...)`` exists only from redis-py 8 (not in valkey-py); on
+        older clients the socket is polled first (``can_read``), and a reply that has started
+        to arrive is read within the socket timeout.
+        """
         if timeout is None:
             return conn.read_response()
-        return conn.read_response(timeout=timeout)  # raises TimeoutError when it runs out
+        if _takes_timeout(conn):
+            return conn.read_response(timeout=timeout)  # raises TimeoutError when it runs out
+        if not conn.can_read(timeout=timeout):
+            raise TimeoutError(f"no reply within {timeout:.3f} s")
+        return conn.read_response()
 
 
-_cleanups: set[asyncio.Task[Any]] = set()
+_TAKES_TIMEOUT: dict[type, bool] = {}
+
+
+def _takes_timeout(conn: Any) -> bool:
+    """Whether ``conn.read_response`` takes ``timeout`` (redis-py 8), once per class."""
+    kind = type(conn)
+    known = _TAKES_TIMEOUT.get(kind)
+    if known is None:
+        known = _TAKES_TIMEOUT[kind] = "timeout" in inspect.signature(conn.read_response).parameters
+    return known
+
+
+_cleanups: set[asyncio.Future[Any]] = set()
+_log = logging.getLogger("redlease")
+
+
+def _log_callback_task(task: asyncio.Future[Any]) -> None:
+    _cleanups.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        _log.error("on_lost callback failed", exc_info=task.exception())
 
 
 class AsyncShield:

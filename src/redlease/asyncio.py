@@ -18,8 +18,10 @@ from ._async.lock import AsyncRLock as RLock
 from ._async.ratelimit import AsyncRateLimiter as RateLimiter
 from ._async.redlock import AsyncRedlock as Redlock
 from ._core.inventory import Reservation, Stock
+from ._core.lock import LockInfo
 from ._core.ratelimit import RateLimit
 from .errors import (
+    ForeignData,
     InventoryError,
     InventoryUnavailable,
     LimitExceeded,
@@ -36,15 +38,18 @@ from .errors import (
     RateLimitUnavailable,
     RedleaseError,
     SoldOut,
+    Unavailable,
 )
 
 __all__ = [
+    "ForeignData",
     "Inventory",
     "InventoryError",
     "InventoryUnavailable",
     "LimitExceeded",
     "Lock",
     "LockError",
+    "LockInfo",
     "LockLost",
     "LockNotOwned",
     "LockUnavailable",
@@ -63,4 +68,5 @@ __all__ = [
     "Reservation",
     "SoldOut",
     "Stock",
+    "Unavailable",
 ]

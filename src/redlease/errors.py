@@ -3,10 +3,13 @@
 Every error this library raises on purpose derives from :class:`RedleaseError`::
 
     RedleaseError
+    ├── Unavailable              Redis failed or could not be reached (any primitive): the
+    │                            cause is chained; each ``*Unavailable`` below is one
     ├── LockError
     │   ├── NotAcquired          the lock could not be had within the timeout (``with``)
     │   ├── LockNotOwned         this handle does not hold the lock (release twice, ...)
     │   │   └── LockLost         it held the lock, and the lease ran out or was taken
+    │   ├── ForeignData          a key of the lock holds data redlease did not write
     │   └── LockUnavailable      Redis failed or could not be reached: the cause is chained
     │       └── QuorumUnavailable    fewer than a majority of Redlock's servers answered
     ├── InventoryError
@@ -23,6 +26,10 @@ Every error this library raises on purpose derives from :class:`RedleaseError`::
 Bad arguments are not ``RedleaseError``: they raise ``ValueError`` / ``TypeError`` at once,
 before anything is sent to Redis, with a message that names the argument.
 
+The bases (``RedleaseError``, ``Unavailable``, ``LockError``, ``InventoryError``,
+``RateLimitError``) are for catching; only the concrete errors are raised, so a handler can
+always tell which one happened.
+
 An outage is never reported as contention: ``acquire()`` returns ``False`` only when the lock
 is held by someone else; when Redis cannot answer it raises :class:`LockUnavailable` with the
 redis-py exception as ``__cause__``.
@@ -36,6 +43,7 @@ if TYPE_CHECKING:
     from ._core.inventory import Reservation
 
 __all__ = [
+    "ForeignData",
     "InventoryError",
     "InventoryUnavailable",
     "LimitExceeded",
@@ -52,6 +60,7 @@ __all__ = [
     "RateLimitUnavailable",
     "RedleaseError",
     "SoldOut",
+    "Unavailable",
 ]
 
 
@@ -63,8 +72,20 @@ class RedleaseError(Exception):
     """
 
     def __init__(self, message: str, *, name: str | bytes | None = None) -> None:
+        if type(self) in _BASES:
+            raise TypeError(f"{type(self).__name__} is a base class: raise one of its subclasses")
         super().__init__(message)
         self.name = name
+
+
+class Unavailable(RedleaseError):
+    """Redis failed, or could not be reached: the operation's outcome is not known to be done.
+
+    The common base of :class:`LockUnavailable`, :class:`InventoryUnavailable` and
+    :class:`RateLimitUnavailable` (and of every later primitive's), for code that handles an
+    outage the same way whatever the primitive. The client library's exception is chained as
+    ``__cause__``.
+    """
 
 
 class LockError(RedleaseError):
@@ -90,7 +111,18 @@ class LockLost(LockNotOwned):
     """
 
 
-class LockUnavailable(LockError):
+class ForeignData(LockError):
+    """A key of the lock holds data redlease did not write (another program uses the name).
+
+    ``key`` is that key. Nothing was changed; choose another ``name`` or ``prefix``.
+    """
+
+    def __init__(self, message: str, *, name: str | bytes | None = None, key: bytes) -> None:
+        super().__init__(message, name=name)
+        self.key = key
+
+
+class LockUnavailable(LockError, Unavailable):
     """Redis failed, or could not be reached, during a lock operation.
 
     The redis-py exception is chained as ``__cause__``. Nothing is left half-done in Redis:
@@ -192,7 +224,7 @@ class OrderConflict(_OrderStateError):
     """
 
 
-class InventoryUnavailable(InventoryError):
+class InventoryUnavailable(InventoryError, Unavailable):
     """Redis failed, or could not be reached, during an inventory operation.
 
     The redis-py exception is chained as ``__cause__``. Each operation is one script, applied
@@ -206,9 +238,15 @@ class RateLimitError(RedleaseError):
     """Base class of the errors of :class:`~redlease.RateLimiter`."""
 
 
-class RateLimitUnavailable(RateLimitError):
+class RateLimitUnavailable(RateLimitError, Unavailable):
     """Redis failed, or could not be reached: the limiter cannot say whether to allow.
 
     The redis-py exception is chained as ``__cause__``. Whether to fail open (allow) or
     closed (refuse) is the caller's decision: catch this and choose.
     """
+
+
+_BASES = frozenset(
+    {RedleaseError, Unavailable, LockError, InventoryError, RateLimitError, _OrderStateError}
+)
+"""Classes that are only caught, never raised."""

@@ -11,10 +11,10 @@ from redis.exceptions import ConnectionError, TimeoutError
 
 import redlease.asyncio as redlease
 from redlease._async.runtime import runtime_for
-from redlease._core.keys import LockKeys
+from redlease._core.lock import LockKeys
 from redlease.server import RedisServer
 from tests._async.helpers import wait_until
-from tests.support import AsyncTasks
+from tests.support import AsyncTasks, coroutine_callback
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -45,11 +45,46 @@ async def test_acquire_release_and_state(async_client: redis.asyncio.Redis) -> N
     assert await async_client.exists(keys("orders:42").lock) == 0
 
 
+async def test_inspect_is_one_typed_snapshot(async_client: redis.asyncio.Redis) -> None:
+    lock = redlease.Lock(async_client, "snap", ttl=10.0)
+    free = await lock.inspect()
+    assert free == redlease.LockInfo(
+        name="snap", held=False, mine=False, remaining=None, fence=0, waiters=0
+    )
+    assert await lock.acquire()
+    other = redlease.Lock(async_client, "snap", ttl=10.0)
+    held = await lock.inspect()
+    seen = await AsyncTasks.run(other.inspect)
+    assert held.held and held.mine and held.fence == 1 and held.waiters == 0
+    assert held.remaining is not None and 0 < held.remaining <= 10.0
+    assert seen.held and not seen.mine and seen.fence == 1
+    await lock.release()
+
+
+@pytest.mark.parametrize(
+    ("key", "write"),
+    [
+        ("lock", lambda c, k: c.hset(k, "f", "v")),
+        ("fence", lambda c, k: c.set(k, "not a number")),
+        ("queue", lambda c, k: c.set(k, "x")),
+        ("handoff", lambda c, k: c.rpush(k, "x")),
+    ],
+)
+async def test_inspect_names_a_key_holding_foreign_data(
+    async_client: redis.asyncio.Redis, key: str, write: Any
+) -> None:
+    target = getattr(keys("alien"), key)
+    await write(async_client, target)
+    with pytest.raises(redlease.ForeignData, match=target.decode()) as caught:
+        await redlease.Lock(async_client, "alien").inspect()
+    assert caught.value.key == target
+
+
 async def test_context_manager_and_not_acquired(async_client: redis.asyncio.Redis) -> None:
     holder = redlease.Lock(async_client, "ctx")
     async with holder as held:
-        assert held is holder
-        assert holder.fence == 1
+        assert held.lock is holder and held.name == "ctx"
+        assert held.fence == holder.fence == 1  # held.fence is typed int, lock.fence int | None
         other = redlease.Lock(async_client, "ctx", timeout=0.1)
 
         async def enter() -> None:
@@ -120,13 +155,43 @@ async def test_shared_handle_queues_locally_one_token_each(
     assert seen == sorted(seen) and len(set(seen)) == 30
 
 
-async def test_acquiring_again_from_the_holder_raises(async_client: redis.asyncio.Redis) -> None:
+async def test_the_holder_trying_again_is_contention_like_threading_lock(
+    async_client: redis.asyncio.Redis,
+) -> None:
     lock = redlease.Lock(async_client, "self")
+    other = redlease.Lock(async_client, "self")
     await lock.acquire()
-    with pytest.raises(RuntimeError, match="RLock"):
-        await lock.acquire()
-    with pytest.raises(RuntimeError, match="RLock"):
-        await redlease.Lock(async_client, "self").acquire(timeout=1)
+    # threading.Lock: a non-blocking or timed acquire by the holder is contention: False.
+    for handle in (lock, other):
+        assert await handle.acquire(blocking=False) is False
+        assert await handle.acquire(timeout=0) is False
+        assert await handle.acquire(timeout=0.1) is False
+    assert await async_client.zcard(keys("self").queue) == 0  # nothing left queued
+    # Only a wait that could never end raises: the holder renews its lease.
+    for handle in (lock, other):
+        with pytest.raises(RuntimeError, match=r"wait forever.*RLock"):
+            await handle.acquire()
+        with pytest.raises(RuntimeError, match="wait forever"):
+            await handle.acquire(timeout=None)
+    assert await lock.owned()
+    await lock.release()
+    assert await other.acquire(blocking=False)
+    await other.release()
+
+
+async def test_a_lease_that_ran_out_is_not_held_by_its_thread_any_more(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    lock = redlease.Lock(async_client, "lapsed", ttl=0.2, renew=False)
+    assert await lock.acquire()
+    first = lock.fence
+    other = redlease.Lock(async_client, "lapsed", ttl=0.2, renew=False)
+    # Not renewed: a wait without a timeout can end (when the lease does), so it waits.
+    assert await other.acquire(timeout=None)
+    await other.release()
+    await AsyncTasks.sleep(0.3)
+    assert await lock.acquire(blocking=False)  # the same handle, the same owner: free again
+    assert lock.fence is not None and first is not None and lock.fence > first
     await lock.release()
 
 
@@ -265,6 +330,28 @@ async def test_watchdog_reports_a_lost_lock(async_client: redis.asyncio.Redis) -
         await lock.release()
     assert await async_client.get(keys("stolen").lock) == b"someone-else"  # not deleted
     assert lost == [1]
+
+
+async def test_on_lost_may_be_a_coroutine_function_in_asyncio_only(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    told: list[str] = []
+    on_lost = coroutine_callback(told)
+
+    if AsyncTasks.ASYNC:
+        lock = redlease.Lock(async_client, "told", ttl=0.3, on_lost=on_lost)
+        await lock.acquire()
+        await async_client.delete(keys("told").lock)  # taken away: the next renewal sees it
+
+        async def was_told() -> bool:
+            return told == ["called"]
+
+        assert await wait_until(was_told, limit=5)
+        with pytest.raises(redlease.LockLost):
+            await lock.release()
+    else:
+        with pytest.raises(TypeError, match="coroutine function"):
+            redlease.Lock(async_client, "told", on_lost=on_lost)
 
 
 async def test_one_renewer_serves_a_thousand_locks(async_client: redis.asyncio.Redis) -> None:
@@ -446,6 +533,8 @@ BAD_TTLS = [
     ("10", TypeError, "ttl must be a number of seconds, got str"),
     (True, TypeError, "ttl must be a number of seconds, got bool"),
     (None, TypeError, "ttl must be a number of seconds, got NoneType"),
+    (0.0001, ValueError, "ttl must be at least 0.05 seconds"),
+    (0.049, ValueError, "ttl must be at least 0.05 seconds"),
 ]
 
 
@@ -475,6 +564,8 @@ async def test_bad_ttl(
         ({"prefix": b"x"}, TypeError, "prefix must be str, got bytes"),
         ({"renew": 1}, TypeError, "renew must be a bool"),
         ({"on_lost": 3}, TypeError, "on_lost must be callable"),
+        ({"on_lost": lambda why: None}, TypeError, "on_lost must be callable with no arguments"),
+        ({"ttl": 0.01}, ValueError, "ttl must be at least 0.05 seconds"),
         ({"handoff": 0}, ValueError, "handoff must be > 0"),
     ],
 )
@@ -513,7 +604,10 @@ async def test_bad_acquire_arguments(async_client: redis.asyncio.Redis) -> None:
 
 async def test_client_of_the_wrong_kind_is_refused() -> None:
     wrong = AsyncTasks.WRONG_CLIENT()
-    with pytest.raises(TypeError, match=r"must be a redis.*Redis clients go with redlease, "):
+    with pytest.raises(
+        TypeError,
+        match=r"must be a redis.*sync clients go with redlease, asyncio clients with",
+    ):
         redlease.Lock(wrong, "x")
     with pytest.raises(TypeError, match="client must be a redis"):
         redlease.Lock("redis://localhost", "x")  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ import pytest
 import redis.asyncio
 
 import redlease.asyncio as redlease
-from redlease._core.keys import LockKeys
+from redlease._core.lock import LockKeys
 from redlease.server import RedisServer
 from tests.support import AsyncTasks
 
@@ -153,8 +153,24 @@ async def test_watchdog_keeps_a_redlock(async_redlock_clients: list[Any]) -> Non
     await lock.release()
 
 
+async def test_the_holder_trying_again_is_contention(
+    async_redlock_clients: list[Any],
+) -> None:
+    lock = redlease.Redlock(async_redlock_clients, "again")
+    other = redlease.Redlock(async_redlock_clients, "again")
+    await lock.acquire()
+    for handle in (lock, other):
+        assert await handle.acquire(blocking=False) is False
+        assert await handle.acquire(timeout=0.1) is False
+        with pytest.raises(RuntimeError, match="wait forever"):
+            await handle.acquire()
+    await lock.release()
+
+
 async def test_one_server_is_a_redlock_too(async_client: redis.asyncio.Redis) -> None:
-    async with redlease.Redlock([async_client], "res") as lock:
+    with pytest.raises(ValueError, match=r"fewer than 3 .* allow_small_quorum=True"):
+        redlease.Redlock([async_client], "res")
+    async with redlease.Redlock([async_client], "res", allow_small_quorum=True) as lock:
         assert lock.quorum == 1 and lock.fence == 1
 
 
@@ -166,10 +182,19 @@ async def test_bad_client_lists(
         redlease.Redlock([], "res")
     with pytest.raises(TypeError, match="clients must be a sequence"):
         redlease.Redlock(async_redlock_clients[0], "res")
-    twin = redis.asyncio.Redis(host=redlock_servers[0].host, port=redlock_servers[0].port)
-    with pytest.raises(ValueError, match=r"clients\[5\] is the same server as clients\[0\]"):
-        redlease.Redlock([*async_redlock_clients, twin], "res")
-    await twin.aclose()
+    port = redlock_servers[0].port
+    # The same server under another address, or another database of it: the server's run_id
+    # tells, at the first acquire (before anything is written).
+    for twin in (
+        redis.asyncio.Redis(host="localhost", port=port),
+        redis.asyncio.Redis(port=port, db=1),
+    ):
+        lock = redlease.Redlock([*async_redlock_clients, twin], "res")
+        with pytest.raises(ValueError, match=r"clients\[5\] is the same server as clients\[0\]"):
+            await lock.acquire(blocking=False)
+        await twin.aclose()
+    for conn in async_redlock_clients:
+        assert await conn.keys("*") == []
     wrong = AsyncTasks.WRONG_CLIENT()
     with pytest.raises(TypeError, match=r"clients\[2\] must be a redis.*go with redlease"):
         redlease.Redlock([*async_redlock_clients[:2], wrong], "res")

@@ -12,10 +12,10 @@ from redis.exceptions import ConnectionError, TimeoutError
 
 import redlease as redlease
 from redlease._sync.runtime import runtime_for
-from redlease._core.keys import LockKeys
+from redlease._core.lock import LockKeys
 from redlease.server import RedisServer
 from tests._sync.helpers import wait_until
-from tests.support import Tasks
+from tests.support import Tasks, coroutine_callback
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -46,11 +46,46 @@ def test_acquire_release_and_state(client: redis.Redis) -> None:
     assert client.exists(keys("orders:42").lock) == 0
 
 
+def test_inspect_is_one_typed_snapshot(client: redis.Redis) -> None:
+    lock = redlease.Lock(client, "snap", ttl=10.0)
+    free = lock.inspect()
+    assert free == redlease.LockInfo(
+        name="snap", held=False, mine=False, remaining=None, fence=0, waiters=0
+    )
+    assert lock.acquire()
+    other = redlease.Lock(client, "snap", ttl=10.0)
+    held = lock.inspect()
+    seen = Tasks.run(other.inspect)
+    assert held.held and held.mine and held.fence == 1 and held.waiters == 0
+    assert held.remaining is not None and 0 < held.remaining <= 10.0
+    assert seen.held and not seen.mine and seen.fence == 1
+    lock.release()
+
+
+@pytest.mark.parametrize(
+    ("key", "write"),
+    [
+        ("lock", lambda c, k: c.hset(k, "f", "v")),
+        ("fence", lambda c, k: c.set(k, "not a number")),
+        ("queue", lambda c, k: c.set(k, "x")),
+        ("handoff", lambda c, k: c.rpush(k, "x")),
+    ],
+)
+def test_inspect_names_a_key_holding_foreign_data(
+    client: redis.Redis, key: str, write: Any
+) -> None:
+    target = getattr(keys("alien"), key)
+    write(client, target)
+    with pytest.raises(redlease.ForeignData, match=target.decode()) as caught:
+        redlease.Lock(client, "alien").inspect()
+    assert caught.value.key == target
+
+
 def test_context_manager_and_not_acquired(client: redis.Redis) -> None:
     holder = redlease.Lock(client, "ctx")
     with holder as held:
-        assert held is holder
-        assert holder.fence == 1
+        assert held.lock is holder and held.name == "ctx"
+        assert held.fence == holder.fence == 1  # held.fence is typed int, lock.fence int | None
         other = redlease.Lock(client, "ctx", timeout=0.1)
 
         def enter() -> None:
@@ -121,13 +156,43 @@ def test_shared_handle_queues_locally_one_token_each(
     assert seen == sorted(seen) and len(set(seen)) == 30
 
 
-def test_acquiring_again_from_the_holder_raises(client: redis.Redis) -> None:
+def test_the_holder_trying_again_is_contention_like_threading_lock(
+    client: redis.Redis,
+) -> None:
     lock = redlease.Lock(client, "self")
+    other = redlease.Lock(client, "self")
     lock.acquire()
-    with pytest.raises(RuntimeError, match="RLock"):
-        lock.acquire()
-    with pytest.raises(RuntimeError, match="RLock"):
-        redlease.Lock(client, "self").acquire(timeout=1)
+    # threading.Lock: a non-blocking or timed acquire by the holder is contention: False.
+    for handle in (lock, other):
+        assert handle.acquire(blocking=False) is False
+        assert handle.acquire(timeout=0) is False
+        assert handle.acquire(timeout=0.1) is False
+    assert client.zcard(keys("self").queue) == 0  # nothing left queued
+    # Only a wait that could never end raises: the holder renews its lease.
+    for handle in (lock, other):
+        with pytest.raises(RuntimeError, match=r"wait forever.*RLock"):
+            handle.acquire()
+        with pytest.raises(RuntimeError, match="wait forever"):
+            handle.acquire(timeout=None)
+    assert lock.owned()
+    lock.release()
+    assert other.acquire(blocking=False)
+    other.release()
+
+
+def test_a_lease_that_ran_out_is_not_held_by_its_thread_any_more(
+    client: redis.Redis,
+) -> None:
+    lock = redlease.Lock(client, "lapsed", ttl=0.2, renew=False)
+    assert lock.acquire()
+    first = lock.fence
+    other = redlease.Lock(client, "lapsed", ttl=0.2, renew=False)
+    # Not renewed: a wait without a timeout can end (when the lease does), so it waits.
+    assert other.acquire(timeout=None)
+    other.release()
+    Tasks.sleep(0.3)
+    assert lock.acquire(blocking=False)  # the same handle, the same owner: free again
+    assert lock.fence is not None and first is not None and lock.fence > first
     lock.release()
 
 
@@ -266,6 +331,28 @@ def test_watchdog_reports_a_lost_lock(client: redis.Redis) -> None:
         lock.release()
     assert client.get(keys("stolen").lock) == b"someone-else"  # not deleted
     assert lost == [1]
+
+
+def test_on_lost_may_be_a_coroutine_function_in_asyncio_only(
+    client: redis.Redis,
+) -> None:
+    told: list[str] = []
+    on_lost = coroutine_callback(told)
+
+    if Tasks.ASYNC:
+        lock = redlease.Lock(client, "told", ttl=0.3, on_lost=on_lost)
+        lock.acquire()
+        client.delete(keys("told").lock)  # taken away: the next renewal sees it
+
+        def was_told() -> bool:
+            return told == ["called"]
+
+        assert wait_until(was_told, limit=5)
+        with pytest.raises(redlease.LockLost):
+            lock.release()
+    else:
+        with pytest.raises(TypeError, match="coroutine function"):
+            redlease.Lock(client, "told", on_lost=on_lost)
 
 
 def test_one_renewer_serves_a_thousand_locks(client: redis.Redis) -> None:
@@ -447,6 +534,8 @@ BAD_TTLS = [
     ("10", TypeError, "ttl must be a number of seconds, got str"),
     (True, TypeError, "ttl must be a number of seconds, got bool"),
     (None, TypeError, "ttl must be a number of seconds, got NoneType"),
+    (0.0001, ValueError, "ttl must be at least 0.05 seconds"),
+    (0.049, ValueError, "ttl must be at least 0.05 seconds"),
 ]
 
 
@@ -476,6 +565,8 @@ def test_bad_ttl(
         ({"prefix": b"x"}, TypeError, "prefix must be str, got bytes"),
         ({"renew": 1}, TypeError, "renew must be a bool"),
         ({"on_lost": 3}, TypeError, "on_lost must be callable"),
+        ({"on_lost": lambda why: None}, TypeError, "on_lost must be callable with no arguments"),
+        ({"ttl": 0.01}, ValueError, "ttl must be at least 0.05 seconds"),
         ({"handoff": 0}, ValueError, "handoff must be > 0"),
     ],
 )
@@ -514,7 +605,10 @@ def test_bad_acquire_arguments(client: redis.Redis) -> None:
 
 def test_client_of_the_wrong_kind_is_refused() -> None:
     wrong = Tasks.WRONG_CLIENT()
-    with pytest.raises(TypeError, match=r"must be a redis.*Redis clients go with redlease, "):
+    with pytest.raises(
+        TypeError,
+        match=r"must be a redis.*sync clients go with redlease, asyncio clients with",
+    ):
         redlease.Lock(wrong, "x")
     with pytest.raises(TypeError, match="client must be a redis"):
         redlease.Lock("redis://localhost", "x")  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ import pytest
 import redis
 
 import redlease as redlease
-from redlease._core.keys import LockKeys
+from redlease._core.lock import LockKeys
 from redlease.server import RedisServer
 from tests.support import Tasks
 
@@ -154,8 +154,24 @@ def test_watchdog_keeps_a_redlock(redlock_clients: list[Any]) -> None:
     lock.release()
 
 
+def test_the_holder_trying_again_is_contention(
+    redlock_clients: list[Any],
+) -> None:
+    lock = redlease.Redlock(redlock_clients, "again")
+    other = redlease.Redlock(redlock_clients, "again")
+    lock.acquire()
+    for handle in (lock, other):
+        assert handle.acquire(blocking=False) is False
+        assert handle.acquire(timeout=0.1) is False
+        with pytest.raises(RuntimeError, match="wait forever"):
+            handle.acquire()
+    lock.release()
+
+
 def test_one_server_is_a_redlock_too(client: redis.Redis) -> None:
-    with redlease.Redlock([client], "res") as lock:
+    with pytest.raises(ValueError, match=r"fewer than 3 .* allow_small_quorum=True"):
+        redlease.Redlock([client], "res")
+    with redlease.Redlock([client], "res", allow_small_quorum=True) as lock:
         assert lock.quorum == 1 and lock.fence == 1
 
 
@@ -167,10 +183,19 @@ def test_bad_client_lists(
         redlease.Redlock([], "res")
     with pytest.raises(TypeError, match="clients must be a sequence"):
         redlease.Redlock(redlock_clients[0], "res")
-    twin = redis.Redis(host=redlock_servers[0].host, port=redlock_servers[0].port)
-    with pytest.raises(ValueError, match=r"clients\[5\] is the same server as clients\[0\]"):
-        redlease.Redlock([*redlock_clients, twin], "res")
-    twin.close()
+    port = redlock_servers[0].port
+    # The same server under another address, or another database of it: the server's run_id
+    # tells, at the first acquire (before anything is written).
+    for twin in (
+        redis.Redis(host="localhost", port=port),
+        redis.Redis(port=port, db=1),
+    ):
+        lock = redlease.Redlock([*redlock_clients, twin], "res")
+        with pytest.raises(ValueError, match=r"clients\[5\] is the same server as clients\[0\]"):
+            lock.acquire(blocking=False)
+        twin.close()
+    for conn in redlock_clients:
+        assert conn.keys("*") == []
     wrong = Tasks.WRONG_CLIENT()
     with pytest.raises(TypeError, match=r"clients\[2\] must be a redis.*go with redlease"):
         redlease.Redlock([*redlock_clients[:2], wrong], "res")

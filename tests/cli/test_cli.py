@@ -20,7 +20,7 @@ import pytest
 import redis
 
 import redlease
-from redlease._core.keys import LockKeys
+from redlease._core.lock import LockKeys
 from redlease.cli import main
 from redlease.server import RedisServer
 

@@ -1,76 +1,341 @@
-"""The narrow interface to Redis: check the client's kind, and run a script once.
+"""The client interface: everything redlease asks of Redis goes through an :class:`AsyncBackend`.
+
+A backend wraps the client the user hands in (redis-py or valkey-py; a standalone server or a
+Sentinel master) and offers the few things the primitives need, in the spirit of redsync's
+``Pool``:
+
+* ``run(script, keys, args)``: one EVALSHA (EVAL if the server lost its script cache), no
+  retries, the reply within a deadline; ``send`` + ``receive`` are the same in two halves, so
+  that a fan-out can write to N servers before it reads from any;
+* ``pubsub()``: a subscription for the waiter hub;
+* ``identify()``: which server (and database) this is, as the server itself says;
+* ``with_deadline(seconds)``: the same server with every reply bounded by ``seconds``.
 
 redlease does not send its scripts through your client's command path: redis-py 8 retries a
 failed call several times with backoff (seconds against a dead server), and a lock must fail
-within the caller's timeout plus one socket timeout. It uses a small pool of its own, built
-from your client's connection class and settings (host, TLS, auth, Sentinel, timeouts) with
-client-side retries turned off, and runs each script with one EVALSHA on one connection.
+within the caller's timeout plus one socket timeout. The backend keeps a small pool of its
+own, built from your client's connection class and settings (host, TLS, auth, Sentinel,
+timeouts) with client-side retries turned off. Errors are redis-py's exception classes, also
+for valkey-py clients (translated, with the original chained), so that the primitives handle
+one family of errors.
+
+Only this module knows what a client object looks like; a Cluster adapter will be a second
+class with the same methods.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio
-from redis.backoff import NoBackoff
-from redis.exceptions import NoScriptError, ResponseError
+import redis.exceptions
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 
-from .._core import validate
 from .._core.scripts import Script
 from .._synchronization import AsyncReads
 
-__all__ = ["check_client", "private_pool", "run_script"]
+__all__ = ["AsyncBackend", "Pending", "backend_for", "check_client"]
 
-EXPECTED = redis.asyncio.Redis
+_KINDS = "redis.asyncio.Redis or valkey.asyncio.Valkey"
+"""The clients this API accepts, for error messages."""
+
+
+@dataclass(frozen=True)
+class _Flavor:
+    """The classes of one client library (redis-py or valkey-py) that a backend needs."""
+
+    library: str
+    pool_class: Any
+    client_class: Any
+    retry_class: Any
+    no_backoff: Any
+    errors: tuple[type[BaseException], ...]
+
+    @property
+    def named_checkout(self) -> bool:
+        """Whether ``get_connection`` needs a command name (redis-py < 5.3, valkey-py 6)."""
+        parameter = inspect.signature(self.pool_class.get_connection).parameters.get("command_name")
+        return parameter is not None and parameter.default is inspect.Parameter.empty
+
+
+def _flavor(client: Any) -> _Flavor | None:
+    """The library of ``client``, or None when it is not a client this API accepts."""
+    if isinstance(client, redis.asyncio.Redis):
+        return _redis_flavor()
+    valkey = sys.modules.get("valkey.asyncio")  # a valkey client implies valkey is imported
+    if valkey is not None and isinstance(client, valkey.Valkey):
+        return _valkey_flavor()
+    return None
+
+
+def _redis_flavor() -> _Flavor:
+    from redis.backoff import NoBackoff
+
+    return _Flavor(
+        library="redis",
+        pool_class=redis.asyncio.ConnectionPool,
+        client_class=redis.asyncio.Redis,
+        retry_class=redis.asyncio.retry.Retry,
+        no_backoff=NoBackoff,
+        errors=(),
+    )
+
+
+def _valkey_flavor() -> _Flavor:
+    import valkey.asyncio  # type: ignore[import-not-found, unused-ignore]
+    import valkey.asyncio.retry  # type: ignore[import-not-found, unused-ignore]
+    import valkey.exceptions  # type: ignore[import-not-found, unused-ignore]
+    from valkey.backoff import NoBackoff  # type: ignore[import-not-found, unused-ignore]
+
+    return _Flavor(
+        library="valkey",
+        pool_class=valkey.asyncio.ConnectionPool,
+        client_class=valkey.asyncio.Valkey,
+        retry_class=valkey.asyncio.retry.Retry,
+        no_backoff=NoBackoff,
+        errors=(valkey.exceptions.ValkeyError,),
+    )
 
 
 def check_client(client: Any, arg: str = "client") -> None:
-    """Refuse a client of the wrong kind (a sync client here, or anything else)."""
-    validate.client_kind(client, EXPECTED, arg)
+    """Refuse a client this API cannot use (a sync client here, or anything else)."""
+    if _flavor(client) is None:
+        raise TypeError(
+            f"{arg} must be a {_KINDS}, got {type(client).__module__}."
+            f"{type(client).__qualname__} (sync clients go with redlease, asyncio clients "
+            "with redlease.asyncio)"
+        )
 
 
-def private_pool(client: redis.asyncio.Redis, timeout: float | None = None) -> Any:
-    """A pool like ``client``'s whose connections never retry on their own.
-
-    With ``timeout``, its connections answer within ``timeout`` seconds (Redlock's
-    per-server deadline) instead of the client's socket timeout; a new connection gets at
-    least a second to connect, so that a loaded but healthy server is not taken for a dead one.
-    """
-    pool: Any = client.connection_pool
-    kwargs = dict(pool.connection_kwargs)
-    kwargs["retry"] = redis.asyncio.retry.Retry(NoBackoff(), 0)
-    if timeout is not None:
-        kwargs["socket_timeout"] = timeout
-        kwargs["socket_connect_timeout"] = max(timeout, 1.0)
-    return redis.asyncio.ConnectionPool(connection_class=pool.connection_class, **kwargs)
+def backend_for(client: Any, arg: str = "client") -> AsyncBackend:
+    """A new backend for ``client`` (checked as :func:`check_client` does)."""
+    flavor = _flavor(client)
+    if flavor is None:
+        check_client(client, arg)
+    assert flavor is not None
+    return AsyncBackend(client, flavor)
 
 
-async def run_script(
-    pool: Any,
-    script: Script,
-    keys: Sequence[bytes],
-    args: Sequence[Any],
-    timeout: float | None = None,
-) -> Any:
-    """EVALSHA ``script`` once; if the server lost its script cache (NOSCRIPT), EVAL it.
+@dataclass
+class Pending:
+    """A script sent on a connection whose reply has not been read yet."""
 
-    ``timeout`` bounds each reply (default: the pool's socket timeout); connecting has the
-    pool's own timeouts. Raises redis-py's exceptions. A connection whose reply may still be
-    on its way (timeout, cancellation) is closed, never handed to the next caller.
-    """
-    conn = await pool.get_connection()
-    try:
+    conn: Any
+    script: Script
+    keys: Sequence[bytes]
+    args: Sequence[Any]
+    sent_at: float
+
+
+class AsyncBackend:
+    """One standalone server (or Sentinel master) reached through a redis-py/valkey-py client."""
+
+    def __init__(
+        self,
+        client: Any,
+        flavor: _Flavor,
+        timeout: float | None = None,
+        root: AsyncBackend | None = None,
+    ) -> None:
+        self.client = client
+        self.identity: tuple[str, int] | None = None  # (run_id, db) once identified
+        self._root = root or self
+        self._flavor = flavor
+        self._timeout = timeout
+        self._pool = self._private_pool(timeout)
+        self._named_checkout = flavor.named_checkout
+        self._deadlines: dict[float, AsyncBackend] = {}
+
+    def __repr__(self) -> str:
+        kwargs = self.client.connection_pool.connection_kwargs
+        where = kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port')}"
+        return f"<{type(self).__name__} {self._flavor.library} {where} db={kwargs.get('db', 0)}>"
+
+    def _private_pool(self, timeout: float | None) -> Any:
+        """A pool like the client's whose connections never retry on their own.
+
+        With ``timeout``, its connections answer within ``timeout`` seconds (Redlock's
+        per-server deadline) instead of the client's socket timeout; a new connection gets at
+        least a second to connect, so that a loaded but healthy server is not taken for a
+        dead one.
+        """
+        pool: Any = self.client.connection_pool
+        kwargs = dict(pool.connection_kwargs)
+        kwargs["retry"] = self._flavor.retry_class(self._flavor.no_backoff(), 0)
+        if timeout is not None:
+            kwargs["socket_timeout"] = timeout
+            kwargs["socket_connect_timeout"] = max(timeout, 1.0)
+        return self._flavor.pool_class(connection_class=pool.connection_class, **kwargs)
+
+    def with_deadline(self, timeout: float) -> AsyncBackend:
+        """This server, with every reply (and connect) bounded by ``timeout`` seconds."""
+        backend = self._deadlines.get(timeout)
+        if backend is None:
+            backend = AsyncBackend(self.client, self._flavor, timeout, root=self._root)
+            self._deadlines[timeout] = backend
+        return backend
+
+    # -- scripts ----------------------------------------------------------------------------
+    async def run(
+        self,
+        script: Script,
+        keys: Sequence[bytes],
+        args: Sequence[Any],
+        timeout: float | None = None,
+    ) -> Any:
+        """EVALSHA ``script`` once (EVAL if the server lost it); its reply.
+
+        ``timeout`` bounds the reply (default: the pool's socket timeout). Raises redis-py's
+        exceptions.
+        """
+        return await self.receive(await self.send(script, keys, args), timeout)
+
+    async def send(self, script: Script, keys: Sequence[bytes], args: Sequence[Any]) -> Pending:
+        """Send EVALSHA ``script`` on a connection of its own; read it with :meth:`receive`."""
+        with self._translated():
+            conn = await self._checkout()
         try:
-            await conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
-            return await AsyncReads.reply(conn, timeout)
-        except NoScriptError:
-            await conn.send_command("EVAL", script.source, len(keys), *keys, *args)
-            return await AsyncReads.reply(conn, timeout)
-    except ResponseError:
-        raise  # a complete error reply: the connection is in sync
-    except BaseException:
-        await conn.disconnect()
-        raise
-    finally:
-        await pool.release(conn)
+            with self._translated():
+                await conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        except BaseException:
+            await self._discard(conn)
+            raise
+        return Pending(conn, script, keys, args, time.monotonic())
+
+    async def receive(self, pending: Pending, timeout: float | None) -> Any:
+        """The reply to ``pending``, within ``timeout`` seconds of sending it (``None``: the
+        socket timeout).
+
+        A reply already received is read even when the time is up. If the server lost its
+        script cache (NOSCRIPT), the script is sent again with EVAL on the same connection and
+        gets ``timeout`` again. The connection goes back to the pool after a complete reply
+        (an error reply included); one whose reply may still be on its way (timeout,
+        cancellation, a broken connection) is closed.
+        """
+        conn = pending.conn
+        try:
+            try:
+                reply = await self._read(conn, pending.sent_at, timeout)
+            except NoScriptError:
+                script, keys, args = pending.script, pending.keys, pending.args
+                with self._translated():
+                    await conn.send_command("EVAL", script.source, len(keys), *keys, *args)
+                reply = await self._read(conn, time.monotonic(), timeout)
+        except ResponseError:
+            await self._pool.release(conn)  # a complete error reply: the connection is in sync
+            raise
+        except BaseException:
+            await self._discard(conn)
+            raise
+        await self._pool.release(conn)
+        return reply
+
+    async def _read(self, conn: Any, since: float, timeout: float | None) -> Any:
+        # At least a millisecond, so that a reply already in the buffer is still read.
+        left = None if timeout is None else max(since + timeout - time.monotonic(), 0.001)
+        with self._translated():
+            return await AsyncReads.reply(conn, left)
+
+    async def _checkout(self) -> Any:
+        if self._named_checkout:
+            return await self._pool.get_connection("EVALSHA")
+        return await self._pool.get_connection()
+
+    async def abandon(self, pending: Pending) -> None:
+        """Close the connection of a script whose reply will not be read."""
+        await self._discard(pending.conn)
+
+    async def _discard(self, conn: Any) -> None:
+        try:
+            await conn.disconnect()
+        finally:
+            await self._pool.release(conn)
+
+    # -- pub/sub and identity ---------------------------------------------------------------
+    def pubsub(self) -> Any:
+        """A new pub/sub object on a private connection (never retried by the client)."""
+        client = self._flavor.client_class(connection_pool=self._private_pool(None))
+        return _Subscription(client.pubsub(), self)
+
+    async def identify(self) -> tuple[str, int]:
+        """``(run_id, db)``: which server this is, as the server says, and the database.
+
+        Asked once per client (and scope); a server that restarts gets a new run_id, but stays
+        the same server for this purpose, so the first answer is kept.
+        """
+        if self._root.identity is not None:
+            return self._root.identity
+        with self._translated():
+            conn = await self._checkout()
+        try:
+            with self._translated():
+                await conn.send_command("INFO", "server")
+                info = await AsyncReads.reply(conn, self._timeout)
+        except BaseException:
+            await self._discard(conn)
+            raise
+        await self._pool.release(conn)
+        db = int(self.client.connection_pool.connection_kwargs.get("db", 0) or 0)
+        self._root.identity = (info_field(info, "run_id"), db)
+        return self._root.identity
+
+    async def aclose(self) -> None:
+        """Close the private connections (the user's client is left alone)."""
+        for backend in (self, *self._deadlines.values()):
+            await backend._pool.disconnect()
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        """Raise redis-py's exception classes for the client library's own ones."""
+        if not self._flavor.errors:
+            yield
+            return
+        try:
+            yield
+        except self._flavor.errors as exc:
+            raise translate(exc) from exc
+
+
+class _Subscription:
+    """A client library's PubSub, raising redis-py's exception classes."""
+
+    def __init__(self, pubsub: Any, backend: AsyncBackend) -> None:
+        self._pubsub = pubsub
+        self._backend = backend
+
+    async def subscribe(self, *channels: bytes) -> None:
+        with self._backend._translated():
+            await self._pubsub.subscribe(*channels)
+
+    async def get_message(self, timeout: float) -> Any:
+        with self._backend._translated():
+            return await self._pubsub.get_message(timeout=timeout)
+
+    async def aclose(self) -> None:
+        with self._backend._translated():
+            await self._pubsub.aclose()
+
+
+def info_field(info: bytes | str, field: str) -> str:
+    """The value of ``field`` in an INFO reply ("" when absent)."""
+    text = info.decode() if isinstance(info, bytes) else info
+    for line in text.splitlines():
+        if line.startswith(field + ":"):
+            return line.split(":", 1)[1].strip()
+    return ""
+
+
+def translate(exc: BaseException) -> RedisError:
+    """The redis-py exception of the same kind as ``exc`` (a valkey-py exception)."""
+    for cls in type(exc).__mro__:
+        name = "RedisError" if cls.__name__ == "ValkeyError" else cls.__name__
+        target = getattr(redis.exceptions, name, None)
+        if isinstance(target, type) and issubclass(target, RedisError):
+            return target(*exc.args)
+    return RedisError(str(exc))

@@ -16,13 +16,12 @@ import threading
 import time
 from typing import Any
 
-import redis.asyncio
 from redis.exceptions import RedisError
 
-from .._core.keys import waiters_channel
 from .._core.lease import process_id
-from .._core.waiters import Action, Waiter, WaiterTable
+from .._core.waiters import Action, Waiter, WaiterTable, waiters_channel
 from .._synchronization import AsyncBackground, AsyncEvent
+from .client import AsyncBackend
 
 __all__ = ["AsyncHub"]
 
@@ -35,9 +34,9 @@ class AsyncHub:
     """Pub/sub wake-ups for the blocked acquires of one client."""
 
     def __init__(
-        self, client: redis.asyncio.Redis, *, linger: float = 1.0, confirm_timeout: float = 5.0
+        self, backend: AsyncBackend, *, linger: float = 1.0, confirm_timeout: float = 5.0
     ) -> None:
-        self._client: Any = client
+        self._backend = backend
         self._linger = linger
         self._confirm_timeout = confirm_timeout
         self._table = WaiterTable()
@@ -74,7 +73,7 @@ class AsyncHub:
                     return
                 fresh = self._pubsub is None
                 if fresh:
-                    self._pubsub = self._client.pubsub()
+                    self._pubsub = self._backend.pubsub()
                 pubsub = self._pubsub
             if fresh:
                 try:

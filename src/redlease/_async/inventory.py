@@ -12,7 +12,7 @@ from .._core import validate
 from .._core.inventory import InventoryKeys, Reservation, Stock
 from .._core.scripts import Script
 from ..errors import InventoryUnavailable
-from .client import check_client, run_script
+from .client import check_client
 from .runtime import runtime_for
 
 __all__ = ["AsyncInventory"]
@@ -140,7 +140,7 @@ class AsyncInventory:
 
     async def _run(self, script: Script, args: list[Any], action: str) -> Any:
         try:
-            return await run_script(runtime_for(self._client).pool, script, self._keys.all, args)
+            return await runtime_for(self._client).backend.run(script, self._keys.all, args)
         except RedisError as exc:
             raise InventoryUnavailable(
                 f"could not {action} inventory {self.name!r}: Redis failed: {exc}",

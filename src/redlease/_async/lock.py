@@ -3,23 +3,32 @@
 from __future__ import annotations
 
 import time
-import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
 
 import redis.asyncio
 from redis.exceptions import ConnectionError, RedisError, TimeoutError
 
-from .._core.keys import WAITERS
-from .._core.lease import HELD, Holding, Reply, decode_acquire, new_token
-from .._core.scripts import ACQUIRE, EXTEND, INSPECT, LEAVE, RELEASE, Script
-from .._core.waiters import Action, Waiter
+from .._core.lease import Holding, new_token
+from .._core.lock import (
+    ACQUIRE,
+    EXTEND,
+    HELD,
+    INSPECT,
+    LEAVE,
+    RELEASE,
+    RENEW,
+    LockInfo,
+    decode_acquire,
+    decode_inspect,
+)
+from .._core.scripts import Script
+from .._core.waiters import WAITERS, Outcome
 from .._synchronization import AsyncShield
-from .client import check_client, run_script
+from .client import check_client
 from .handle import AsyncHandle
-from .hub import AsyncHub
-from .renewer import AsyncRenewer
-from .runtime import runtime_for
+from .runtime import AsyncRuntime, runtime_for
+from .waiting import wait_turn
 
 __all__ = ["AsyncLock", "AsyncRLock"]
 
@@ -93,84 +102,73 @@ class AsyncLock(AsyncHandle):
         self._client = client
 
     # -- state ------------------------------------------------------------------------------
+    async def inspect(self) -> LockInfo:
+        """A snapshot of the lock, read atomically in one round trip.
+
+        Held? By this handle? The lease left, the last fence issued, the waiters. Raises
+        :class:`~redlease.ForeignData` if one of the lock's keys holds data redlease did not
+        write, :class:`~redlease.LockUnavailable` if Redis fails.
+        """
+        holding = self._holding
+        return await self._inspect(b"" if holding is None else holding.token)
+
     async def locked(self) -> bool:
         """Whether anyone holds the lock now (one round trip)."""
-        pttl, _, _, _ = await self._inspect(b"")
-        return pttl != -2
+        return (await self._inspect(b"")).held
 
     async def owned(self) -> bool:
         """Whether this handle's current acquisition still holds the lock (one round trip)."""
         holding = self._holding
         if holding is None:
             return False
-        _, mine, _, _ = await self._inspect(holding.token)
-        return bool(mine)
+        return (await self._inspect(holding.token)).mine
 
     async def remaining(self) -> float | None:
         """Seconds left on this handle's lease: ``None`` if it holds nothing, 0.0 if lost."""
         holding = self._holding
         if holding is None:
             return None
-        pttl, mine, _, _ = await self._inspect(holding.token)
-        return max(pttl, 0) / 1000 if mine else 0.0
+        info = await self._inspect(holding.token)
+        return (info.remaining or 0.0) if info.mine else 0.0
 
     # -- the conversation with Redis --------------------------------------------------------
-    def _holdings(self) -> weakref.WeakValueDictionary[bytes, Holding]:
-        return runtime_for(self._client).holdings
-
-    def _renewer(self) -> AsyncRenewer:
-        return runtime_for(self._client).renewer
+    def _runtime(self) -> AsyncRuntime:
+        return runtime_for(self._client)
 
     async def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
-        hub = runtime_for(self._client).hub
+        runtime = self._runtime()
         token = new_token()
-        waiter = None
-        if hub.subscribed and (deadline is None or time.monotonic() < deadline):
-            # This process already listens: register, then queue on the first try. Registered,
-            # the waiter keeps the hub from going idle, so its turn cannot go unheard.
-            waiter = hub.join(token)
-        queued = waiter is not None and hub.subscribed
-        try:
+
+        async def attempt(join: bool) -> Outcome:
             sent = time.monotonic()
-            reply = await self._attempt(token, join=queued)
+            reply = await self._attempt(token, join=join)
             if reply.acquired:
-                return self._new_holding(owner, token, reply.value, sent + self.ttl)
-            while True:
-                if queued:
-                    assert waiter is not None
-                    hub.refused(waiter, reply.status == HELD, reply.value)
-                    if not await self._sleep(hub, waiter, deadline):
-                        return None
-                if deadline is not None and time.monotonic() >= deadline:
-                    return None
-                if waiter is None:
-                    waiter = hub.join(token)
-                if not hub.subscribed:  # never listened, or the connection broke: listen first
-                    try:
-                        await hub.ensure(waiter, deadline)
-                    except RedisError as exc:
-                        raise self._unavailable("wait for", exc) from exc
-                sent = time.monotonic()
-                reply = await self._attempt(token, join=True)
-                queued = not reply.acquired
-                if reply.acquired:
-                    return self._new_holding(owner, token, reply.value, sent + self.ttl)
-        finally:
-            if waiter is not None:
-                hub.leave(waiter)
-            if queued:  # leave the Redis queue too, and pass on a turn we were given
-                await AsyncShield.cleanup(lambda: self._run(LEAVE, self._queue_args(token)))
+                return Outcome(result=self._new_holding(owner, token, reply.value, sent))
+            refusal = (0, reply.status == HELD, reply.value)
+            return Outcome(refusals=(refusal,), answered=(0,), queued=(0,) if join else ())
 
-    async def _sleep(self, hub: AsyncHub, waiter: Waiter, deadline: float | None) -> bool:
-        """Sleep until the waiter should try again (True) or give up (False)."""
-        while True:
-            action, wait = hub.plan(waiter, deadline, self.ttl)
-            if action is not Action.WAIT:
-                return action is Action.ATTEMPT
-            await waiter.event.wait(wait)
-            waiter.event.clear()
+        async def leave(servers: list[int]) -> None:
+            await self._run(LEAVE, self._queue_args(token))
 
-    async def _attempt(self, token: bytes, *, join: bool) -> Reply:
+        holding: Holding | None = await wait_turn(
+            [runtime.hub],
+            token,
+            attempt,
+            leave,
+            deadline=deadline,
+            fallback=self.ttl,
+            listen_error=self._listen_error,
+        )
+        return holding
+
+    def _listen_error(self, server: int, exc: RedisError) -> None:
+        raise self._unavailable("wait for", exc) from exc
+
+    def _new_holding(self, owner: Hashable, token: bytes, fence: int, sent: float) -> Holding:
+        runtime = self._runtime()
+        return self._holding_for(owner, token, fence, sent + self.ttl, runtime.renewal, RENEW)
+
+    async def _attempt(self, token: bytes, *, join: bool) -> Any:
         keys = self._keys
         try:
             raw = await self._run(
@@ -216,16 +214,14 @@ class AsyncLock(AsyncHandle):
         holding.extended(sent, ttl_ms)
 
     async def _run(self, script: Script, keys_args: tuple[list[bytes], list[Any]]) -> Any:
-        return await run_script(runtime_for(self._client).pool, script, *keys_args)
+        return await self._runtime().backend.run(script, *keys_args)
 
-    async def _inspect(self, token: bytes) -> tuple[int, int, int, int]:
-        keys = self._keys
+    async def _inspect(self, token: bytes) -> LockInfo:
         try:
-            raw = await self._run(INSPECT, ([keys.lock, keys.fence, keys.queue], [token]))
+            raw = await self._run(INSPECT, (self._keys.in_order(), [token]))
         except RedisError as exc:
             raise self._unavailable("inspect", exc) from exc
-        pttl, mine, fence, waiters = (int(x) for x in raw)
-        return pttl, mine, fence, waiters
+        return decode_inspect(raw, self.name, self._keys)
 
     def _queue_args(self, token: bytes) -> tuple[list[bytes], list[Any]]:
         """KEYS and ARGV of release.lua and leave.lua, which share their contract."""

@@ -12,7 +12,7 @@ from .._core import validate
 from .._core.ratelimit import RateLimit
 from .._core.scripts import Script
 from ..errors import RateLimitUnavailable
-from .client import check_client, run_script
+from .client import check_client
 from .runtime import runtime_for
 
 __all__ = ["AsyncRateLimiter"]
@@ -100,7 +100,7 @@ class AsyncRateLimiter:
 
     async def _run(self, script: Script, key: bytes, args: list[Any], action: str) -> Any:
         try:
-            return await run_script(runtime_for(self._client).pool, script, [key], args)
+            return await runtime_for(self._client).backend.run(script, [key], args)
         except RedisError as exc:
             raise RateLimitUnavailable(
                 f"could not {action} rate limiter {self.name!r}: Redis failed: {exc}",

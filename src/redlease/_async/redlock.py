@@ -2,28 +2,36 @@
 
 from __future__ import annotations
 
-import contextlib
-import random
 import time
-import weakref
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio
 
 from .._core import redlock as core
-from .._core import validate
-from .._core.keys import WAITERS
+from .._core import renewals, validate
 from .._core.lease import Holding, new_token
-from .._core.scripts import ACQUIRE, EXTEND, FENCE, INSPECT, LEAVE, RELEASE, RENEW, Script
-from .._core.waiters import Action
+from .._core.lock import (
+    ACQUIRE,
+    EXTEND,
+    FENCE,
+    INSPECT,
+    LEAVE,
+    RELEASE,
+    RENEW,
+    LockInfo,
+    decode_inspect,
+)
+from .._core.scripts import Script
+from .._core.waiters import WAITERS, Outcome
 from .._fanout import AsyncFanOut
-from .._synchronization import AsyncEvent, AsyncShield
+from .._synchronization import AsyncShield
 from ..errors import QuorumUnavailable
-from .client import EXPECTED
+from .client import AsyncBackend, check_client
 from .handle import AsyncHandle
-from .renewer import AsyncRenewer, RenewBatch
 from .runtime import AsyncRuntime, runtime_for
+from .waiting import wait_turn
 
 __all__ = ["AsyncRedlock"]
 
@@ -66,17 +74,24 @@ class AsyncRedlock(AsyncHandle):
         handoff: float = 0.05,
         drift_factor: float = 0.01,
         server_timeout: float = 0.1,
+        allow_small_quorum: bool = False,
     ) -> None:
         """Describe a lock over ``clients``, one per independent server.
 
-        :param clients: one client per server (N >= 1; 5 is usual). The same server twice
-            raises ``ValueError``: it would fake a quorum.
+        :param clients: one client per server (3 or more; 5 is usual). The same server twice
+            (under another address, or another database of it) raises ``ValueError`` at the
+            first acquire: it would fake a quorum.
+        :param allow_small_quorum: accept 1 or 2 servers. Redlock over 1 server is a plain
+            lock, and over 2 it needs both, so it survives no server failing: refused unless
+            you say so here (e.g. for tests, or on the way to 3 servers).
         :param drift_factor: the share of the lease allowed for clock drift, in [0, 0.5).
         :param server_timeout: seconds each server has to answer one round; much shorter than
             ``ttl`` (the Redis documentation suggests 5-50 ms for a 10 s lease).
         The other parameters are :class:`Lock`'s.
         """
-        self._clients = core.check_clients(clients, EXPECTED)
+        self._clients = core.check_clients(clients, allow_small_quorum=allow_small_quorum)
+        for i, client in enumerate(self._clients):
+            check_client(client, f"clients[{i}]")
         self._drift_factor = core.check_drift_factor(drift_factor)
         super().__init__(
             name,
@@ -95,6 +110,7 @@ class AsyncRedlock(AsyncHandle):
             )
         self.server_timeout = self._server_ms / 1000
         self.quorum = core.quorum(len(self._clients))
+        self._identified: dict[int, tuple[str, int]] = {}  # server -> (run_id, db)
 
     # -- state ------------------------------------------------------------------------------
     @property
@@ -111,16 +127,15 @@ class AsyncRedlock(AsyncHandle):
 
     async def locked(self) -> bool:
         """Whether a majority of the servers report the lock held (one round)."""
-        pttls, _ = await self._inspect(b"")
-        return sum(1 for p in pttls if p != -2) >= self.quorum
+        return sum(1 for info in await self._inspect(b"") if info.held) >= self.quorum
 
     async def owned(self) -> bool:
         """Whether this handle's acquisition still holds a majority of the servers."""
         holding = self._holding
         if holding is None:
             return False
-        _, mine = await self._inspect(holding.token)
-        return len(mine) >= self.quorum
+        infos = await self._inspect(holding.token)
+        return sum(1 for info in infos if info.mine) >= self.quorum
 
     async def remaining(self) -> float | None:
         """Seconds a majority still holds this handle's lease, less the drift allowance.
@@ -130,7 +145,11 @@ class AsyncRedlock(AsyncHandle):
         holding = self._holding
         if holding is None:
             return None
-        _, mine = await self._inspect(holding.token)
+        mine = [
+            self.ttl * 1000 if info.remaining is None else info.remaining * 1000
+            for info in await self._inspect(holding.token)
+            if info.mine
+        ]
         if len(mine) < self.quorum:
             return 0.0
         majority_ms = sorted(mine, reverse=True)[self.quorum - 1]
@@ -140,91 +159,81 @@ class AsyncRedlock(AsyncHandle):
     def _runtimes(self) -> list[AsyncRuntime]:
         return [runtime_for(c) for c in self._clients]
 
-    def _holdings(self) -> weakref.WeakValueDictionary[bytes, Holding]:
-        return runtime_for(self._clients[0]).holdings
+    def _runtime(self) -> AsyncRuntime:
+        return runtime_for(self._clients[0])
 
-    def _renewer(self) -> AsyncRenewer:
-        first = runtime_for(self._clients[0])
-        key = (self._server_ms, self._drift_factor, *map(id, self._pools()))
-        renewer = first.redlock_renewers.get(key)
-        if renewer is None:
-            renewer = first.redlock_renewers[key] = AsyncRenewer(self._renew_batch())
-        return renewer
-
-    def _pools(self) -> list[Any]:
-        return [rt.timed_pool(self.server_timeout) for rt in self._runtimes()]
+    def _backends(self) -> tuple[AsyncBackend, ...]:
+        return tuple(rt.backend.with_deadline(self.server_timeout) for rt in self._runtimes())
 
     async def _round(
         self, script: Script, keys: list[bytes], args: list[Any], servers: Sequence[int] = ()
     ) -> list[Any]:
         """Run ``script`` on the given servers (default: all) at once; replies or exceptions."""
-        pools = self._pools()
-        chosen = list(servers) if servers else list(range(len(pools)))
+        backends = self._backends()
+        chosen = list(servers) if servers else list(range(len(backends)))
         replies = await AsyncFanOut.run(
-            [(pools[i], script, keys, args) for i in chosen], self.server_timeout
+            [(backends[i], script, keys, args) for i in chosen], self.server_timeout
         )
-        out: list[Any] = [None] * len(pools)
+        out: list[Any] = [None] * len(backends)
         for i, reply in zip(chosen, replies, strict=True):
             out[i] = reply
         return out
 
+    async def _check_servers(self) -> None:
+        """Refuse one server given twice (by its run_id and database), once all answered."""
+        missing = [i for i in range(len(self._clients)) if i not in self._identified]
+        if not missing:
+            return
+        backends = self._backends()
+
+        async def identify(i: int) -> tuple[str, int]:
+            return await backends[i].identify()
+
+        for i, found in zip(missing, await AsyncFanOut.gather(identify, missing), strict=True):
+            if not isinstance(found, BaseException):
+                self._identified[i] = found
+        core.check_distinct(self._identified)
+
     async def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
+        await self._check_servers()
         token = new_token()
         ticket = str(time.time_ns() // 1000)  # one place in every server's queue
-        event = AsyncEvent()
-        hubs = [rt.hub for rt in self._runtimes()]
-        waiters: list[Any] = []
-        if all(h.subscribed for h in hubs) and (deadline is None or time.monotonic() < deadline):
-            # Every server's hub listens already: register, then queue on the first try.
-            waiters = [hub.join(token, event) for hub in hubs]
-        joined = bool(waiters) and all(h.subscribed for h in hubs)
-        holding, tally = None, core.Tally(n=len(hubs))
-        try:
-            holding, tally = await self._try(owner, token, join=joined, ticket=ticket)
-            while holding is None:
-                if deadline is not None and time.monotonic() >= deadline:
-                    return None
-                if not waiters:
-                    waiters = [hub.join(token, event) for hub in hubs]
-                if joined:
-                    if tally.granted:  # a split: let the other side go first, at random
-                        await event.wait(random.uniform(0, 2 * self._window_ms / 1000))
-                    for i in set(range(len(hubs))) - set(tally.errors):
-                        for held, ms in ((True, tally.lease_ms), (False, tally.reserved_ms)):
-                            if ms:
-                                hubs[i].refused(waiters[i], held, max(ms))
-                    if not await self._wait(hubs, waiters, event, deadline):
-                        return None
-                for i in set(range(len(hubs))) - set(tally.errors):  # listen where answered
-                    if not hubs[i].subscribed:
-                        with contextlib.suppress(Exception):
-                            await hubs[i].ensure(waiters[i], deadline, confirm=self.server_timeout)
-                holding, tally = await self._try(owner, token, join=True, ticket=ticket)
-                joined = True
-            return holding
-        finally:
-            for hub, waiter in zip(hubs, waiters, strict=False):
-                hub.leave(waiter)
-            # Leave the queues we may be in (all of them, unless we hold the lock).
-            queued = [i for i in range(len(hubs)) if holding is None or i not in tally.granted]
-            if joined and queued:
-                await AsyncShield.cleanup(
-                    lambda: self._round(LEAVE, *self._queue_args(token), servers=queued)
-                )
+        n = len(self._clients)
 
-    async def _wait(
-        self, hubs: list[Any], waiters: list[Any], event: AsyncEvent, deadline: float | None
-    ) -> bool:
-        """Sleep until some server's waiter should try again (True) or the deadline (False)."""
-        while True:
-            plans = [hub.plan(w, deadline, self.ttl) for hub, w in zip(hubs, waiters, strict=True)]
-            if any(action is Action.ATTEMPT for action, _ in plans):
-                return True
-            if all(action is Action.GIVE_UP for action, _ in plans):
-                return False
-            waits = [w for action, w in plans if action is Action.WAIT and w is not None]
-            await event.wait(min(waits) if waits else None)
-            event.clear()
+        async def attempt(join: bool) -> Outcome:
+            holding, tally = await self._try(owner, token, join=join, ticket=ticket)
+            if holding is not None:
+                queued = tuple(i for i in range(n) if i not in tally.granted) if join else ()
+                return Outcome(result=holding, queued=queued)
+            answered = tuple(i for i in range(n) if i not in tally.errors)
+            refusals = tuple(
+                (i, held, max(ms))
+                for i in answered
+                for held, ms in ((True, tally.lease_ms), (False, tally.reserved_ms))
+                if ms
+            )
+            return Outcome(
+                refusals=refusals,
+                answered=answered,
+                queued=tuple(range(n)) if join else (),
+                split=bool(tally.granted),
+            )
+
+        async def leave(servers: list[int]) -> None:
+            await self._round(LEAVE, *self._queue_args(token), servers=servers)
+
+        holding: Holding | None = await wait_turn(
+            [rt.hub for rt in self._runtimes()],
+            token,
+            attempt,
+            leave,
+            deadline=deadline,
+            fallback=self.ttl,
+            confirm=self.server_timeout,
+            backoff=2 * self._window_ms / 1000,
+            listen_error=_one_voice_fewer,
+        )
+        return holding
 
     async def _try(
         self, owner: Hashable, token: bytes, *, join: bool, ticket: str
@@ -251,7 +260,9 @@ class AsyncRedlock(AsyncHandle):
                 confirmed = sum(1 for i in tally.granted if _is_one(replies[i]))
             valid = core.validity(self._ttl_ms, time.monotonic() - start, self._drift_factor)
             if confirmed >= self.quorum and valid > 0:
-                holding = self._new_holding(owner, token, fence, start + valid)
+                holding = self._holding_for(
+                    owner, token, fence, start + valid, self._renewal(), RENEW
+                )
                 holding.drift_ms = core.drift_ms(self._ttl_ms, self._drift_factor)
                 return holding, tally
         # Not held: undo wherever it may have been granted, answered or not.
@@ -298,39 +309,63 @@ class AsyncRedlock(AsyncHandle):
                 errors=tally.errors,
             )
 
-    def _renew_batch(self) -> RenewBatch:
-        """Renew a batch of Redlocks on all their servers; each counts with a majority."""
+    def _renewal(self) -> AsyncQuorumRenewal:
+        return AsyncQuorumRenewal(
+            self._backends(), self.quorum, self._drift_factor, self.server_timeout
+        )
 
-        async def renew(due: list[Holding]) -> list[bool] | None:
-            args: list[object] = []
-            for h in due:
-                args += [h.token, h.ttl_ms]
-            start = time.monotonic()
-            replies = await self._round(RENEW, [h.key for h in due], args)
-            answered = [r for r in replies if not isinstance(r, BaseException)]
-            if len(answered) < self.quorum:
-                return None  # cannot tell: try again soon, until the validity runs out
-            elapsed = time.monotonic() - start
-            out = []
-            for j, h in enumerate(due):
-                votes = sum(1 for r in answered if _is_one(r[j]))
-                valid = core.validity(h.ttl_ms, elapsed, self._drift_factor) > 0
-                out.append(votes >= self.quorum and valid)
-            return out
-
-        return renew
-
-    async def _inspect(self, token: bytes) -> tuple[list[int], list[int]]:
-        """Per answering server: pttl; and the pttls of the servers where ``token`` holds."""
-        keys = self._keys
-        replies = await self._round(INSPECT, [keys.lock, keys.fence, keys.queue], [token])
+    async def _inspect(self, token: bytes) -> list[LockInfo]:
+        """The lock as each answering server sees it (``mine``: held with ``token``)."""
+        replies = await self._round(INSPECT, self._keys.in_order(), [token])
         self._require_answers("inspect", core.failures(replies))
-        rows = [[int(x) for x in r] for r in replies if not isinstance(r, BaseException)]
-        return [row[0] for row in rows], [row[0] for row in rows if row[1]]
+        return [
+            decode_inspect(r, self.name, self._keys)
+            for r in replies
+            if not isinstance(r, BaseException)
+        ]
 
     def _queue_args(self, token: bytes) -> tuple[list[bytes], list[Any]]:
         keys = self._keys
         return [keys.lock, keys.queue, keys.handoff], [token, self._window_ms, WAITERS]
+
+
+@dataclass(frozen=True)
+class AsyncQuorumRenewal:
+    """Renews batches of Redlock holdings on all their servers; each counts with a majority.
+
+    Equal for Redlocks over the same servers and settings, so their renewals share one round.
+    """
+
+    backends: tuple[AsyncBackend, ...]
+    quorum: int
+    drift_factor: float
+    timeout: float
+
+    async def renew(self, script: Script, due: list[Holding]) -> list[bool] | None:
+        """Per holding True (renewed on a majority in time) / False (lost); None: cannot tell."""
+        keys, args = renewals.batch_call(due)
+        start = time.monotonic()
+        replies = await AsyncFanOut.run(
+            [(backend, script, keys, args) for backend in self.backends], self.timeout
+        )
+        answered = []
+        for reply in replies:
+            try:
+                answered.append(renewals.decode(reply, len(due)))
+            except (TypeError, ValueError):  # an exception in its place, or nonsense
+                continue
+        if len(answered) < self.quorum:
+            return None  # cannot tell: try again soon, until the validity runs out
+        elapsed = time.monotonic() - start
+        return [
+            sum(1 for renewed in answered if renewed[j]) >= self.quorum
+            and core.validity(h.ttl_ms, elapsed, self.drift_factor) > 0
+            for j, h in enumerate(due)
+        ]
+
+
+def _one_voice_fewer(server: int, exc: Exception) -> None:
+    """A server whose waiters' channel cannot be subscribed is one voice fewer, not an error."""
 
 
 def _is_one(reply: Any) -> bool:

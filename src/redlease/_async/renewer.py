@@ -1,8 +1,14 @@
-"""The watchdog: one per client and process (event loop), renewing every lock held through it.
+"""The watchdog: one per client and process (event loop), renewing every lease held through it.
 
-It wakes when the next renewal is due, renews everything due in one renew.lua call, marks the
-locks it finds gone as lost (calling their ``on_lost``), and exits once nothing has been left to
-renew for ``linger`` seconds, so no thread or task outlives the locks it serves for long.
+It wakes when the next renewal is due and renews everything due, one round trip per batch:
+holdings are batched by their renewal target and script (see :func:`~redlease._core.renewals.
+batches`), so a mutex, a permit, a read share or an election term is each renewed by its own
+script, and a Redlock on its own servers. It marks the holdings it finds gone as lost (calling
+their ``on_lost``), and exits once nothing has been left to renew for ``linger`` seconds, so
+no thread or task outlives the leases it serves for long.
+
+A renewal target is anything with ``renew(script, holdings)``: :class:`AsyncServerRenewal`
+here for one server, ``AsyncQuorumRenewal`` in ``redlock.py`` for a majority of N.
 """
 
 from __future__ import annotations
@@ -10,19 +16,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from .._core import renewals
 from .._core.lease import Holding
 from .._core.renewals import RenewSchedule
-from .._core.scripts import RENEW
-from .._fanout import AsyncFanOut
+from .._core.scripts import Script
 from .._synchronization import AsyncBackground, AsyncEvent
+from .client import AsyncBackend
 
-__all__ = ["AsyncRenewer", "RenewBatch", "renew_on"]
+__all__ = ["AsyncRenewer", "AsyncServerRenewal"]
 
-RenewBatch = Callable[[list[Holding]], Awaitable["list[bool] | None"]]
-"""Renews a batch in Redis: per holding True (renewed) / False (lost); None if Redis failed."""
+_log = logging.getLogger("redlease")
 
 RETRY = 0.5
 """Seconds before a renewal that failed (Redis error) is tried again."""
@@ -33,8 +40,7 @@ MIN_WAIT = 0.05
 class AsyncRenewer:
     """Renews the holdings added to it until they are released, lost or dropped."""
 
-    def __init__(self, renew_batch: RenewBatch, *, linger: float = 1.0) -> None:
-        self._renew_batch = renew_batch
+    def __init__(self, *, linger: float = 1.0) -> None:
         self._linger = linger
         self._schedule = RenewSchedule()
         self._guard = threading.Lock()
@@ -92,8 +98,12 @@ class AsyncRenewer:
                 self._wake.clear()
 
     async def _renew(self, due: list[Holding]) -> None:
+        for target, script, batch in renewals.batches(due):
+            await self._renew_batch(target, script, batch)
+
+    async def _renew_batch(self, target: Any, script: Script, due: list[Holding]) -> None:
         sent = time.monotonic()
-        renewed = await self._renew_batch(due)
+        renewed = await target.renew(script, due)
         if renewed is None:
             with self._guard:  # keep trying until the lease is surely over (see expired())
                 for h in due:
@@ -117,29 +127,32 @@ def _run_lost(callbacks: list[Callable[[], object] | None]) -> None:
     """Run the ``on_lost`` callbacks of lost holdings; their errors must not stop the watchdog."""
     for callback in callbacks:
         if callback is not None:
-            try:
-                callback()
-            except Exception:
-                logging.getLogger("redlease").exception("on_lost callback failed")
+            AsyncBackground.call(callback)
 
 
-def renew_on(pool: Any) -> RenewBatch:
-    """The batch renewal of locks on one server: one renew.lua call for the whole batch.
+@dataclass(frozen=True)
+class AsyncServerRenewal:
+    """Renews batches of holdings on one server: one script call per batch."""
 
-    The call is bounded by the shortest lease left in the batch: on a hung server, waiting
-    longer (for the socket timeout) would only learn too late that the lease ran out.
-    """
+    backend: AsyncBackend
 
-    async def renew(due: list[Holding]) -> list[bool] | None:
-        args: list[object] = []
-        for h in due:
-            args += [h.token, h.ttl_ms]
+    async def renew(self, script: Script, due: list[Holding]) -> list[bool] | None:
+        """Per holding True (renewed) / False (lost); None if the server did not answer.
+
+        The call is bounded by the shortest lease left in the batch: on a hung server,
+        waiting longer (for the socket timeout) would only learn too late that it ran out.
+        """
+        keys, args = renewals.batch_call(due)
         left = min(h.expires_at for h in due) - time.monotonic()
-        (reply,) = await AsyncFanOut.run(
-            [(pool, RENEW, [h.key for h in due], args)], max(left, MIN_WAIT)
-        )
-        if isinstance(reply, BaseException):
+        try:
+            reply = await self.backend.run(script, keys, args, max(left, MIN_WAIT))
+            return renewals.decode(reply, len(due))
+        except Exception as exc:  # no answer (or nonsense): try again soon, until it is over
+            _log.warning(
+                "renewal of %d lease(s) failed, retrying: %s: %s",
+                len(due),
+                type(exc).__name__,
+                exc,
+                extra={"redlease_event": "renewal_failed", "redlease_leases": len(due)},
+            )
             return None
-        return [bool(int(r)) for r in reply]
-
-    return renew

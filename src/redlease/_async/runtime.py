@@ -1,4 +1,4 @@
-"""What one client shares within one process (or event loop): watchdog, waiter hub, holdings.
+"""What one client shares within one process (or event loop): backend, watchdog, waiter hub.
 
 The runtime hangs off the client object itself, so it lives exactly as long as the client and
 needs no global registry. A forked child (sync) or another event loop (asyncio) gets its own.
@@ -10,13 +10,11 @@ import threading
 import weakref
 from typing import Any
 
-import redis.asyncio
-
 from .._core.lease import Holding
 from .._synchronization import AsyncBackground
-from .client import private_pool
+from .client import AsyncBackend, backend_for
 from .hub import AsyncHub
-from .renewer import AsyncRenewer, renew_on
+from .renewer import AsyncRenewer, AsyncServerRenewal
 
 __all__ = ["AsyncRuntime", "runtime_for"]
 
@@ -25,32 +23,19 @@ _guard = threading.Lock()
 
 
 class AsyncRuntime:
-    """The script pool, the watchdog, the waiter hub and the holdings of one client."""
+    """The backend, the watchdog, the waiter hub and the holdings of one client."""
 
-    def __init__(self, client: redis.asyncio.Redis) -> None:
+    def __init__(self, backend: AsyncBackend) -> None:
         self.scope = AsyncBackground.scope()
-        self._client = client
-        self.pool = private_pool(client)  # scripts run here: one try each, no hidden retries
-        self.renewer = AsyncRenewer(renew_on(self.pool))
-        self.hub = AsyncHub(redis.asyncio.Redis(connection_pool=private_pool(client)))
-        self._timed: dict[float, Any] = {}
-        # Renewers of Redlocks whose first server is this client, by their servers.
-        self.redlock_renewers: dict[tuple[Any, ...], AsyncRenewer] = {}
+        self.backend = backend
+        self.renewal = AsyncServerRenewal(backend)  # how holdings on this server are renewed
+        self.renewer = AsyncRenewer()
+        self.hub = AsyncHub(backend)
         # Lock key -> the holding of this process: for RLock re-entry and self-deadlock checks.
-        self.holdings: weakref.WeakValueDictionary[bytes, Holding] = (
-            weakref.WeakValueDictionary()
-        )
+        self.holdings: weakref.WeakValueDictionary[bytes, Holding] = weakref.WeakValueDictionary()
 
 
-    def timed_pool(self, timeout: float) -> Any:
-        """A private pool whose connections connect and answer within ``timeout`` seconds."""
-        pool = self._timed.get(timeout)
-        if pool is None:
-            pool = self._timed[timeout] = private_pool(self._client, timeout)
-        return pool
-
-
-def runtime_for(client: redis.asyncio.Redis) -> AsyncRuntime:
+def runtime_for(client: Any) -> AsyncRuntime:
     """The runtime of ``client`` in the current scope, created on first use."""
     scope = AsyncBackground.scope()
     runtime = getattr(client, _ATTRIBUTE, None)
@@ -60,6 +45,6 @@ def runtime_for(client: redis.asyncio.Redis) -> AsyncRuntime:
         runtime = getattr(client, _ATTRIBUTE, None)
         if isinstance(runtime, AsyncRuntime) and runtime.scope == scope:
             return runtime
-        fresh = AsyncRuntime(client)
+        fresh = AsyncRuntime(backend_for(client))
         setattr(client, _ATTRIBUTE, fresh)
         return fresh

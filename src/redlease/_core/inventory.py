@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import LimitExceeded, OrderClosed, OrderConflict, OrderNotFound, SoldOut
-from . import validate
+from . import keys, validate
 from .scripts import Script, load
 
 __all__ = [
@@ -98,14 +98,7 @@ class InventoryKeys:
     @classmethod
     def build(cls, prefix: str, name: bytes) -> InventoryKeys:
         """Keys for ``name`` (already validated and encoded) under ``prefix``."""
-        base = prefix.encode() + b":{" + name + b"}:"
-        return cls(
-            stock=base + b"stock",
-            orders=base + b"orders",
-            holds=base + b"holds",
-            userholds=base + b"userholds",
-            users=base + b"users",
-        )
+        return cls(*keys.tagged(prefix, name, "stock", "orders", "holds", "userholds", "users"))
 
     @property
     def all(self) -> list[bytes]:

@@ -1,8 +1,10 @@
-"""One acquisition of a lock, and the decoding of the lock scripts' replies.
+"""One holding of a lease (a lock, a permit, a share, a term), and the tokens that name it.
 
-A :class:`Holding` is the process-local record of a lock held in Redis: its token, fencing token,
-owner (thread or task), reentrancy count and local estimate of when its lease ends. The watchdog
-renews holdings; handles point at them. Nothing here talks to Redis.
+A :class:`Holding` is the process-local record of a lease held in Redis: its token, fencing
+token, owner (thread or task), reentrancy count and local estimate of when its lease ends, and
+how the watchdog renews it (a batch script, and the target that runs it: one server, or a
+Redlock's servers). The watchdog renews holdings; handles point at them. Nothing here talks to
+Redis.
 """
 
 from __future__ import annotations
@@ -11,22 +13,10 @@ import os
 import secrets
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
 
-__all__ = [
-    "ACQUIRED",
-    "HELD",
-    "RESERVED",
-    "Holding",
-    "Reply",
-    "decode_acquire",
-    "new_token",
-    "process_id",
-]
+from .scripts import Script
 
-ACQUIRED, HELD, RESERVED = 1, 0, 2
-"""Status codes of acquire.lua: taken / held by another (ms = its pttl) / reserved (ms left)."""
-
+__all__ = ["Holding", "new_token", "process_id"]
 
 _process: tuple[int, bytes] = (0, b"")
 
@@ -48,36 +38,19 @@ def new_token() -> bytes:
     return process_id() + b"." + secrets.token_hex(16).encode()
 
 
-@dataclass(frozen=True)
-class Reply:
-    """acquire.lua's reply: ``status`` and ``value`` (the fence when acquired, else ms)."""
-
-    status: int
-    value: int
-
-    @property
-    def acquired(self) -> bool:
-        return self.status == ACQUIRED
-
-
-def decode_acquire(raw: Any) -> Reply:
-    """Decode ``{status, value}`` from acquire.lua, refusing anything else."""
-    try:
-        status, value = int(raw[0]), int(raw[1])
-    except (TypeError, ValueError, IndexError) as exc:
-        raise ValueError(f"unexpected reply from acquire.lua: {raw!r}") from exc
-    if status not in (ACQUIRED, HELD, RESERVED):
-        raise ValueError(f"unexpected status from acquire.lua: {raw!r}")
-    return Reply(status, value)
-
-
 @dataclass(eq=False)
 class Holding:
-    """A lock this process holds in Redis: one token, one fence, one owner.
+    """A lease this process holds in Redis: one token, one fence, one owner.
 
     ``count`` is the reentrancy depth (always 1 for a plain :class:`~redlease.Lock`).
     ``expires_at`` is a conservative local estimate (monotonic clock) of when the lease ends:
     the time the last successful acquire/extend was *sent*, plus the lease.
+
+    ``renew_script`` renews a batch of holdings of one kind: every such script takes one key
+    per holding (``KEYS[i] = key``) and two arguments (``ARGV[2i-1] = token``, ``ARGV[2i] =``
+    lease ms) and answers 1 (renewed) or 0 (lost) per holding. ``renew_target`` is the shell's
+    object that runs it (hashable); the watchdog sends the due holdings that share both in one
+    call.
     """
 
     key: bytes
@@ -91,7 +64,10 @@ class Holding:
     count: int = 1
     lost: bool = False
     released: bool = False
+    renewed: bool = False  # handed to a watchdog: the lease does not run out while held
     on_lost: Callable[[], object] | None = field(default=None, repr=False)
+    renew_script: Script | None = field(default=None, repr=False)
+    renew_target: Hashable = field(default=None, repr=False)
 
     @property
     def active(self) -> bool:

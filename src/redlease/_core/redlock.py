@@ -21,10 +21,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .lease import ACQUIRED, HELD, decode_acquire
-from .validate import client_kind
+from .lock import ACQUIRED, HELD, decode_acquire
 
-__all__ = ["Tally", "check_clients", "drift_ms", "failures", "quorum", "tally", "validity"]
+__all__ = [
+    "MIN_SERVERS",
+    "Tally",
+    "check_clients",
+    "check_distinct",
+    "check_drift_factor",
+    "drift_ms",
+    "failures",
+    "quorum",
+    "tally",
+    "validity",
+]
 
 
 def quorum(n: int) -> int:
@@ -101,32 +111,50 @@ def tally(results: Sequence[Any]) -> Tally:
     return out
 
 
-def server_identity(connection_kwargs: dict[str, Any]) -> tuple[Any, ...]:
-    """Where a client's connections go: two clients with the same identity are one server."""
-    kw = connection_kwargs
-    return (kw.get("path"), kw.get("host", "localhost"), kw.get("port", 6379), kw.get("db", 0))
+MIN_SERVERS = 3
+"""The fewest servers a Redlock survives one failure with (a majority of 3 is 2)."""
 
 
-def check_clients(candidates: Any, kind: type) -> list[Any]:
-    """Refuse an empty list, clients of the wrong kind, and one server given twice."""
+def check_clients(candidates: Any, *, allow_small_quorum: bool = False) -> list[Any]:
+    """Refuse a non-sequence, an empty one, and fewer than 3 servers unless allowed.
+
+    Each client's kind is the shell's to check.
+    """
+    if not isinstance(allow_small_quorum, bool):
+        raise TypeError(
+            f"allow_small_quorum must be a bool, got {type(allow_small_quorum).__name__}"
+        )
     if isinstance(candidates, (str, bytes)) or not hasattr(candidates, "__iter__"):
         raise TypeError(f"clients must be a sequence of clients, got {type(candidates).__name__}")
     clients: list[Any] = list(candidates)
     if not clients:
         raise ValueError("clients must not be empty: Redlock needs at least one server")
-    seen: dict[tuple[Any, ...], int] = {}
-    for i, client in enumerate(clients):
-        client_kind(client, kind, f"clients[{i}]")
-        pool: Any = client.connection_pool
-        identity = server_identity(pool.connection_kwargs)
-        if identity in seen:
-            raise ValueError(
-                f"clients[{i}] is the same server as clients[{seen[identity]}] "
-                f"({identity[1]}:{identity[2]} db {identity[3]}): one server twice would fake "
-                "a quorum"
-            )
-        seen[identity] = i
+    if len(clients) < MIN_SERVERS and not allow_small_quorum:
+        raise ValueError(
+            f"clients has {len(clients)} server(s): a Redlock over fewer than {MIN_SERVERS} "
+            "survives no server failing (use Lock for one server); pass "
+            "allow_small_quorum=True if that is what you want"
+        )
     return clients
+
+
+def check_distinct(identities: dict[int, tuple[str, int]]) -> None:
+    """Refuse one server given twice: ``identities`` maps a client's index to the
+    ``(run_id, db)`` its server reported.
+
+    Two databases of one server are the same server: they fail together, so counting them
+    as two votes would fake a quorum just as well.
+    """
+    seen: dict[str, int] = {}
+    for i in sorted(identities):
+        run_id, db = identities[i]
+        if run_id in seen:
+            j = seen[run_id]
+            raise ValueError(
+                f"clients[{i}] is the same server as clients[{j}] (run_id {run_id}, db "
+                f"{identities[j][1]} and db {db}): one server twice would fake a quorum"
+            )
+        seen[run_id] = i
 
 
 def check_drift_factor(value: Any) -> float:

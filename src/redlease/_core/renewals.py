@@ -1,19 +1,55 @@
 """The watchdog's schedule: which holdings to renew, when, and in which batch.
 
 A holding is renewed every third of its lease. Renewals due within ``coalesce`` of the earliest
-one are sent together in one renew.lua call (at most ``batch`` keys), so one renewer serves
-thousands of locks with a few round trips per tick. Holdings are referenced weakly: a lock whose
-handle was dropped without ``release()`` is no longer renewed, and expires within its lease.
+one are sent together (at most ``batch`` holdings a tick), one call per renewal target and
+script (:func:`batches`), so one renewer serves thousands of leases of every kind with a few
+round trips per tick. Holdings are referenced weakly: a lock whose handle was dropped without
+``release()`` is no longer renewed, and expires within its lease.
+
+Every renewal script has one contract: ``KEYS[i]`` is the i-th holding's key, ``ARGV[2i-1]``
+its token and ``ARGV[2i]`` its new lease in ms; it answers 1 (renewed) or 0 (lost) per
+holding (:func:`batch_call`, :func:`decode`).
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator, Sequence
+from typing import Any
 
 from .lease import Holding
+from .scripts import Script
 
-__all__ = ["RenewSchedule"]
+__all__ = ["RenewSchedule", "batch_call", "batches", "decode"]
+
+
+def batches(due: Sequence[Holding]) -> list[tuple[Hashable, Script, list[Holding]]]:
+    """Split ``due`` into one batch per (renewal target, script), in order of first appearance."""
+    groups: dict[tuple[Hashable, str], tuple[Hashable, Script, list[Holding]]] = {}
+    for holding in due:
+        script = holding.renew_script
+        if script is None:
+            raise ValueError(f"holding of {holding.key!r} has no renewal script")
+        group = groups.setdefault(
+            (holding.renew_target, script.sha), (holding.renew_target, script, [])
+        )
+        group[2].append(holding)
+    return list(groups.values())
+
+
+def batch_call(due: Sequence[Holding]) -> tuple[list[bytes], list[Any]]:
+    """KEYS and ARGV of a renewal script for ``due``: each key, then (token, lease ms) each."""
+    args: list[Any] = []
+    for holding in due:
+        args += [holding.token, holding.ttl_ms]
+    return [holding.key for holding in due], args
+
+
+def decode(reply: Any, n: int) -> list[bool]:
+    """A renewal script's reply: True (renewed) / False (lost) for each of ``n`` holdings."""
+    if not isinstance(reply, list) or len(reply) != n:
+        raise ValueError(f"unexpected reply from a renewal script: {reply!r}")
+    return [bool(int(r)) for r in reply]
 
 
 class RenewSchedule:

@@ -1,9 +1,10 @@
-"""The Lua scripts, loaded once from ``redlease/lua`` and run by EVALSHA.
+"""Loading the Lua scripts from ``redlease/lua``, to be run by EVALSHA.
 
-Each ``.lua`` file documents its KEYS/ARGV contract and return values in its header. Lock
-scripts that hand the lock on to waiters are prefixed with ``lock_lib.lua``, the one place where
-the queue and reservation logic is written. A script's SHA1 is computed here; a test checks it
-against ``SCRIPT LOAD`` on a real server.
+Each ``.lua`` file documents its KEYS/ARGV contract and return values in its header. A script
+may be prefixed with library files (``prelude``), such as ``lock_lib.lua`` for the scripts
+that hand a lock on to waiters. The scripts themselves are named in the core module of the
+primitive they serve (``_core/lock.py``, ``_core/inventory.py``, ...). A script's SHA1 is
+computed here; a test pins every SHA as a literal and checks it against ``SCRIPT LOAD``.
 """
 
 from __future__ import annotations
@@ -12,17 +13,7 @@ import hashlib
 from dataclasses import dataclass
 from importlib import resources
 
-__all__ = [
-    "ACQUIRE",
-    "EXTEND",
-    "FENCE",
-    "INSPECT",
-    "LEAVE",
-    "RELEASE",
-    "RENEW",
-    "Script",
-    "load",
-]
+__all__ = ["Script", "load"]
 
 
 @dataclass(frozen=True)
@@ -42,13 +33,3 @@ def load(name: str, *, prelude: tuple[str, ...] = ()) -> Script:
     """Load ``lua/<name>.lua``, preceded by the ``prelude`` files, as a :class:`Script`."""
     source = "\n".join([*(_read(p + ".lua") for p in prelude), _read(name + ".lua")])
     return Script(name=name, source=source, sha=hashlib.sha1(source.encode()).hexdigest())
-
-
-_LOCK_LIB = ("lock_lib",)
-ACQUIRE = load("acquire", prelude=_LOCK_LIB)
-RELEASE = load("release", prelude=_LOCK_LIB)
-LEAVE = load("leave", prelude=_LOCK_LIB)
-EXTEND = load("extend")
-RENEW = load("renew")
-INSPECT = load("inspect")
-FENCE = load("fence")

@@ -6,15 +6,18 @@ that names the argument, and returns the value in the form the rest of the code 
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Any
 
 __all__ = [
     "MAX_COUNT",
     "MAX_TTL",
-    "client_kind",
+    "MIN_LEASE",
     "count",
+    "lease_ms",
     "name",
+    "on_lost",
     "prefix",
     "timeout",
     "ttl_ms",
@@ -23,6 +26,12 @@ __all__ = [
 
 MAX_TTL = 30 * 24 * 3600.0
 """The longest lease accepted, in seconds (30 days): longer is almost surely a unit mistake."""
+MIN_LEASE = 0.05
+"""The shortest lease accepted, in seconds (50 ms). A holder must be able to renew before its
+lease ends: the watchdog renews every third of the lease, and each renewal is a round trip
+that also waits for a thread (or task) to be scheduled, which takes milliseconds on a loaded
+machine. A 1 ms lease (what ``ttl=0.0001`` used to become) is lost before it can be renewed,
+and Redis itself only expires keys to the millisecond."""
 MAX_COUNT = 10**12
 """The largest count accepted (units, limits): Lua's numbers stay exact far beyond it."""
 
@@ -44,6 +53,45 @@ def ttl_ms(value: Any, arg: str = "ttl") -> int:
     if seconds > MAX_TTL:
         raise ValueError(f"{arg} must be at most 30 days ({MAX_TTL:.0f} s), got {value!r}")
     return max(1, round(seconds * 1000))
+
+
+def lease_ms(value: Any, arg: str = "ttl") -> int:
+    """A lease in seconds (``MIN_LEASE <= ttl <= 30 days``), returned in whole milliseconds."""
+    ms = ttl_ms(value, arg)
+    if ms < MIN_LEASE * 1000:
+        raise ValueError(
+            f"{arg} must be at least {MIN_LEASE} seconds (a shorter lease runs out before it "
+            f"can be renewed), got {value!r}"
+        )
+    return ms
+
+
+def on_lost(value: Any, *, coroutines: bool) -> Any:
+    """An ``on_lost`` callback: ``None``, or callable with no arguments.
+
+    ``coroutines``: whether a coroutine function is accepted (the asyncio API awaits it on the
+    lock's event loop; the sync API has no loop to run it on).
+    """
+    if value is None:
+        return None
+    if not callable(value):
+        raise TypeError(f"on_lost must be callable or None, got {type(value).__name__}")
+    try:
+        signature = inspect.signature(value)
+    except (TypeError, ValueError):  # a builtin without a signature: trust it
+        return value
+    try:
+        signature.bind()
+    except TypeError:
+        raise TypeError(
+            f"on_lost must be callable with no arguments, got {value!r} with signature {signature}"
+        ) from None
+    if not coroutines and inspect.iscoroutinefunction(value):
+        raise TypeError(
+            "on_lost must not be a coroutine function with the sync API (nothing would await "
+            "it): use a plain function, or redlease.asyncio"
+        )
+    return value
 
 
 def window_ms(value: Any, arg: str = "handoff") -> int:
@@ -88,16 +136,6 @@ def prefix(value: Any, arg: str = "prefix") -> str:
     if any(c.isspace() for c in value) or "{" in value or "}" in value:
         raise ValueError(f"{arg} must not contain white space or braces, got {value!r}")
     return value
-
-
-def client_kind(client: Any, expected: type, arg: str = "client") -> None:
-    """Refuse a client that is not an ``expected`` (a sync client for asyncio, or the reverse)."""
-    if not isinstance(client, expected):
-        raise TypeError(
-            f"{arg} must be a {expected.__module__}.{expected.__qualname__}, got "
-            f"{type(client).__module__}.{type(client).__qualname__} "
-            "(redis.Redis clients go with redlease, redis.asyncio.Redis with redlease.asyncio)"
-        )
 
 
 def count(value: Any, arg: str, *, minimum: int = 1, maximum: int = MAX_COUNT) -> int:

@@ -25,7 +25,16 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-__all__ = ["Action", "Waiter", "WaiterTable"]
+__all__ = ["WAITERS", "Action", "Outcome", "Waiter", "WaiterTable", "next_step", "waiters_channel"]
+
+WAITERS = b"redlease:waiters:"
+"""The prefix of every process' waiters channel; the scripts append the process id."""
+
+
+def waiters_channel(process: bytes) -> bytes:
+    """The channel on which the lock scripts tell ``process`` about its waiters."""
+    return WAITERS + process
+
 
 SLACK = 0.002
 """Seconds added to a timer that races the server's own deadline, so the retry lands after it."""
@@ -37,6 +46,26 @@ class Action(Enum):
     ATTEMPT = "attempt"
     GIVE_UP = "give up"
     WAIT = "wait"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one attempt of a blocked acquire learned, on each of the servers it asked.
+
+    ``result`` is what the acquire returns when the attempt succeeded (``None``: it did not).
+    Otherwise ``refusals`` has ``(server, held, ms)`` per server that refused: held by another
+    with ``ms`` of lease left (``held``), or reserved for a waiter ahead for ``ms`` more.
+    ``answered``: the servers that answered (their wake-ups are worth listening for);
+    ``queued``: the servers whose queue may hold the token after this attempt (to be left if
+    the wait ends without the lock); ``split``: some servers granted but not enough of them
+    (Redlock), so the next try backs off at random.
+    """
+
+    result: Any = None
+    refusals: tuple[tuple[int, bool, int], ...] = ()
+    answered: tuple[int, ...] = ()
+    queued: tuple[int, ...] = ()
+    split: bool = False
 
 
 @dataclass(eq=False)
@@ -153,3 +182,17 @@ def _seconds(raw: bytes) -> float:
         return int(raw) / 1000
     except ValueError:
         return 0.0
+
+
+def next_step(plans: list[tuple[Action, float | None]]) -> tuple[Action, float | None]:
+    """Merge the plans of one acquire's waiters on N servers (one per server's hub).
+
+    Attempt as soon as any server says so; give up when every one does; else wait for the
+    earliest timer (``None``: until woken).
+    """
+    if any(action is Action.ATTEMPT for action, _ in plans):
+        return Action.ATTEMPT, None
+    if all(action is Action.GIVE_UP for action, _ in plans):
+        return Action.GIVE_UP, None
+    waits = [wait for action, wait in plans if action is Action.WAIT and wait is not None]
+    return Action.WAIT, min(waits) if waits else None

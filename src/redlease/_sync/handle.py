@@ -4,25 +4,28 @@
 Ownership (the thread or task that acquired), the local queue of a shared handle, reentrancy,
 the self-deadlock check, the context manager and the error messages live here once.
 :class:`~redlease._sync.lock.Lock` and :class:`~redlease._sync.redlock.Redlock`
-add only their conversation with Redis: ``_acquire``, ``_release_remote`` and ``_set_lease``.
+add only their conversation with Redis: ``_acquire``, ``_release_remote`` and ``_set_lease``,
+and the runtime whose watchdog renews their holdings (``_runtime``).
 """
 
 from __future__ import annotations
 
 import time
-import weakref
 from collections.abc import Callable, Hashable
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .._core import validate
-from .._core.keys import LockKeys
 from .._core.lease import Holding
+from .._core.lock import LockKeys
+from .._core.scripts import Script
 from .._synchronization import Background, Mutex
 from ..errors import LockLost, LockNotOwned, LockUnavailable, NotAcquired
-from .renewer import Renewer
 
-__all__ = ["DEFAULT", "Handle"]
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+__all__ = ["DEFAULT", "Handle", "Held"]
 
 DEFAULT: Any = object()
 _Handle = TypeVar("_Handle", bound="Handle")
@@ -46,26 +49,21 @@ class Handle:
     ) -> None:
         if not isinstance(renew, bool):
             raise TypeError(f"renew must be a bool, got {type(renew).__name__}")
-        if on_lost is not None and not callable(on_lost):
-            raise TypeError(f"on_lost must be callable or None, got {type(on_lost).__name__}")
+        self._on_lost = validate.on_lost(on_lost, coroutines=Background.ASYNC)
         self.name = name
         self._keys = LockKeys.build(validate.prefix(prefix), validate.name(name))
-        self._ttl_ms = validate.ttl_ms(ttl)
+        self._ttl_ms = validate.lease_ms(ttl)
         self.ttl = self._ttl_ms / 1000
         self.timeout = validate.timeout(timeout)
         self.renew = renew
-        self._on_lost = on_lost
         self._window_ms = validate.window_ms(handoff, "handoff")
         self._mutex = Mutex()
         self._holding: Holding | None = None
         self._count = 0  # acquisitions through this handle not yet released
 
     # -- what a kind of lock provides -------------------------------------------------------
-    def _holdings(self) -> weakref.WeakValueDictionary[bytes, Holding]:
-        """The holdings of this process, by lock key (for re-entry and self-deadlock checks)."""
-        raise NotImplementedError
-
-    def _renewer(self) -> Renewer:
+    def _runtime(self) -> Runtime:
+        """The runtime whose holdings table and watchdog serve this lock."""
         raise NotImplementedError
 
     def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
@@ -93,12 +91,17 @@ class Handle:
 
     # -- acquire ----------------------------------------------------------------------------
     def acquire(self, blocking: bool = True, timeout: float | None = DEFAULT) -> bool:
-        """Acquire the lock; True if acquired, False if it stayed held by another.
+        """Acquire the lock; True if acquired, False if it stayed held for the whole timeout.
 
         ``timeout`` (seconds) defaults to the lock's; ``None`` or ``-1`` waits forever and
         ``blocking=False`` tries once. Raises :class:`~redlease.LockUnavailable` when Redis
-        fails (an outage is never reported as ``False``) and ``RuntimeError`` when the caller
-        already holds this (non-reentrant) lock.
+        fails (an outage is never reported as ``False``).
+
+        As with ``threading.Lock``, a lock the caller's own thread (task) already holds, through
+        this handle or another, is contention: a non-blocking or timed acquire returns
+        ``False``. Only a wait that could never end raises ``RuntimeError``: waiting forever for
+        a lock the caller holds and keeps renewing (use :class:`RLock` to re-enter). A holding
+        whose lease has run out is not held any more: the caller may take the lock again.
         """
         if not blocking:
             if timeout is not DEFAULT and validate.timeout(timeout) is not None:
@@ -108,17 +111,22 @@ class Handle:
             limit = self.timeout if timeout is DEFAULT else validate.timeout(timeout)
         deadline = None if limit is None else time.monotonic() + limit
         owner = Background.owner()
-        current = self._holdings().get(self._keys.lock)
-        if current is not None and current.expires_at <= time.monotonic():
+        runtime = self._runtime()
+        now = time.monotonic()
+        current = runtime.holdings.get(self._keys.lock)
+        if current is not None and current.expires_at <= now:
             current.lost = True  # its lease surely ran out (no watchdog): not held any more
+        self._forget_lapsed(owner, now)
         if current is not None and current.owner is owner and current.active:
             if self._reentrant and current.reentrant:
                 self._reenter(current)
                 return True
-            raise RuntimeError(
-                f"lock {self.name!r} is already held by this {Background.OWNER}: "
-                "acquiring it again would wait for itself; use RLock for a reentrant lock"
-            )
+            if limit is None and (current is self._holding or current.renewed):
+                raise RuntimeError(
+                    f"lock {self.name!r} is already held by this {Background.OWNER}: "
+                    "waiting for it without a timeout would wait forever; use RLock for a "
+                    "reentrant lock, or a timeout"
+                )
         if not self._mutex.acquire(_left(deadline)):
             return False
         try:
@@ -129,13 +137,41 @@ class Handle:
         if holding is None:
             self._mutex.release()
             return False
-        self._holdings()[self._keys.lock] = holding
+        runtime.holdings[self._keys.lock] = holding
         if self.renew:
-            self._renewer().add(holding)
+            holding.renewed = True
+            runtime.renewer.add(holding)
         self._holding, self._count = holding, 1
         return True
 
-    def _new_holding(self, owner: Hashable, token: bytes, fence: int, expires_at: float) -> Holding:
+    def _forget_lapsed(self, owner: Hashable, now: float) -> None:
+        """Drop this handle's holding if it is the caller's and its lease is over.
+
+        Local bookkeeping never outlives the lease it describes: the handle is free again (as
+        after a release that raised :class:`~redlease.LockLost`).
+        """
+        holding = self._holding
+        if holding is None or holding.owner is not owner:
+            return
+        if holding.active and holding.expires_at > now:
+            return
+        holding.lost = True
+        runtime = self._runtime()
+        if runtime.holdings.get(holding.key) is holding:
+            del runtime.holdings[holding.key]
+        runtime.renewer.release(holding)
+        self._holding, self._count = None, 0
+        self._mutex.release()
+
+    def _holding_for(
+        self,
+        owner: Hashable,
+        token: bytes,
+        fence: int,
+        expires_at: float,
+        renew_target: Hashable,
+        renew_script: Script,
+    ) -> Holding:
         return Holding(
             key=self._keys.lock,
             token=token,
@@ -145,6 +181,8 @@ class Handle:
             expires_at=expires_at,
             reentrant=self._reentrant,
             on_lost=self._on_lost,
+            renew_script=renew_script,
+            renew_target=renew_target,
         )
 
     def _reenter(self, holding: Holding) -> None:
@@ -175,10 +213,10 @@ class Handle:
             if holding.lost:
                 raise self._lost("was lost before this release")
             return
-        holdings = self._holdings()
-        if holdings.get(holding.key) is holding:
-            del holdings[holding.key]
-        if not self._renewer().release(holding):
+        runtime = self._runtime()
+        if runtime.holdings.get(holding.key) is holding:
+            del runtime.holdings[holding.key]
+        if not runtime.renewer.release(holding):
             raise self._lost("was lost before release: its lease ran out or it was taken")
         self._release_remote(holding)
 
@@ -188,7 +226,7 @@ class Handle:
         The watchdog keeps renewing to this lease from then on. Raises
         :class:`~redlease.LockNotOwned` / :class:`~redlease.LockLost` like :meth:`release`.
         """
-        ttl_ms = self._ttl_ms if ttl is None else validate.ttl_ms(ttl)
+        ttl_ms = self._ttl_ms if ttl is None else validate.lease_ms(ttl)
         self._extend(self._owned_holding("extend"), ttl_ms)
 
     def _extend(self, holding: Holding, ttl_ms: int) -> None:
@@ -215,18 +253,19 @@ class Handle:
         """Record that ``holding`` is gone, tell ``on_lost``, and return the error to raise."""
         callback = holding.mark_lost()
         if callback is not None:
-            callback()
+            Background.call(callback)
         return self._lost("was lost: its lease ran out or it was taken")
 
     # -- context manager --------------------------------------------------------------------
-    def __enter__(self: _Handle) -> _Handle:
+    def __enter__(self: _Handle) -> Held[_Handle]:
         if not self.acquire():
             raise NotAcquired(
-                f"lock {self.name!r} was held by another for the whole timeout "
-                f"({self.timeout} s)",
+                f"lock {self.name!r} was held by another for the whole timeout ({self.timeout} s)",
                 name=self.name,
             )
-        return self
+        holding = self._holding
+        assert holding is not None
+        return Held(self, holding.fence)
 
     def __exit__(
         self,
@@ -244,6 +283,28 @@ class Handle:
 
     def _lost(self, what: str) -> LockLost:
         return LockLost(f"lock {self.name!r} {what}", name=self.name)
+
+
+class Held(Generic[_Handle]):
+    """What ``with lock as held:`` hands back: the lock, with ``fence`` typed ``int``.
+
+    Inside the block the lock is held, so its fencing token is a number: ``held.fence`` is an
+    ``int`` for type checkers, where ``lock.fence`` is ``int | None``. Every other attribute
+    (``release``, ``extend``, ``remaining``, ``name``, ...) is the lock's own; ``held.lock`` is
+    the lock itself.
+    """
+
+    __slots__ = ("fence", "lock")
+
+    def __init__(self, lock: _Handle, fence: int) -> None:
+        self.lock = lock
+        self.fence = fence
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self.lock, attribute)
+
+    def __repr__(self) -> str:
+        return f"<held {self.lock!r}>"
 
 
 def _left(deadline: float | None) -> float | None:

@@ -17,13 +17,12 @@ import threading
 import time
 from typing import Any
 
-import redis
 from redis.exceptions import RedisError
 
-from .._core.keys import waiters_channel
 from .._core.lease import process_id
-from .._core.waiters import Action, Waiter, WaiterTable
+from .._core.waiters import Action, Waiter, WaiterTable, waiters_channel
 from .._synchronization import Background, Event
+from .client import Backend
 
 __all__ = ["Hub"]
 
@@ -36,9 +35,9 @@ class Hub:
     """Pub/sub wake-ups for the blocked acquires of one client."""
 
     def __init__(
-        self, client: redis.Redis, *, linger: float = 1.0, confirm_timeout: float = 5.0
+        self, backend: Backend, *, linger: float = 1.0, confirm_timeout: float = 5.0
     ) -> None:
-        self._client: Any = client
+        self._backend = backend
         self._linger = linger
         self._confirm_timeout = confirm_timeout
         self._table = WaiterTable()
@@ -75,7 +74,7 @@ class Hub:
                     return
                 fresh = self._pubsub is None
                 if fresh:
-                    self._pubsub = self._client.pubsub()
+                    self._pubsub = self._backend.pubsub()
                 pubsub = self._pubsub
             if fresh:
                 try:

@@ -13,7 +13,7 @@ from .._core import validate
 from .._core.inventory import InventoryKeys, Reservation, Stock
 from .._core.scripts import Script
 from ..errors import InventoryUnavailable
-from .client import check_client, run_script
+from .client import check_client
 from .runtime import runtime_for
 
 __all__ = ["Inventory"]
@@ -141,7 +141,7 @@ class Inventory:
 
     def _run(self, script: Script, args: list[Any], action: str) -> Any:
         try:
-            return run_script(runtime_for(self._client).pool, script, self._keys.all, args)
+            return runtime_for(self._client).backend.run(script, self._keys.all, args)
         except RedisError as exc:
             raise InventoryUnavailable(
                 f"could not {action} inventory {self.name!r}: Redis failed: {exc}",

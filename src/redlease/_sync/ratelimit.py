@@ -13,7 +13,7 @@ from .._core import validate
 from .._core.ratelimit import RateLimit
 from .._core.scripts import Script
 from ..errors import RateLimitUnavailable
-from .client import check_client, run_script
+from .client import check_client
 from .runtime import runtime_for
 
 __all__ = ["RateLimiter"]
@@ -101,7 +101,7 @@ class RateLimiter:
 
     def _run(self, script: Script, key: bytes, args: list[Any], action: str) -> Any:
         try:
-            return run_script(runtime_for(self._client).pool, script, [key], args)
+            return runtime_for(self._client).backend.run(script, [key], args)
         except RedisError as exc:
             raise RateLimitUnavailable(
                 f"could not {action} rate limiter {self.name!r}: Redis failed: {exc}",

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 import redlease
 
-from .._core.keys import LockKeys
+from .._core.lock import LockKeys
 from . import CliError, check_connection, make_client, positive_int
 from .demo import Crew, Progress, now_ns, percentile, table
 

@@ -32,7 +32,7 @@ from redis.retry import Retry
 import redlease.asyncio
 
 from .._core.inventory import InventoryKeys
-from .._core.keys import LockKeys
+from .._core.lock import LockKeys
 from .demo import now_ns
 
 __all__ = [

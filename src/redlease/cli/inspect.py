@@ -10,7 +10,7 @@ from typing import Any
 
 import redis
 
-from .._core.keys import LockKeys
+from .._core.lock import LockKeys
 from . import (
     DEFAULT_URL,
     CliError,

@@ -1,0 +1,117 @@
+"""The one waiting loop: every blocked acquire of every primitive runs it.
+
+A primitive plugs in two things:
+
+* ``attempt(join)``: one try on its server(s), returning an :class:`~redlease._core.waiters.
+  Outcome` (``join``: if refused, queue up, because this process listens for its turn);
+* ``leave(servers)``: leave the queues of those servers (the wait ended without the lock).
+
+The loop does the rest, the same for one server (``Lock``) and N (``Redlock``): register with
+each server's waiter hub, try, sleep until a hub says the turn came (or a lease or a
+reservation the attempt was told about runs out, or the deadline), subscribe where the
+subscription is missing, try again; and on the way out, unregister and leave the queues.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from .._core.waiters import Action, Outcome, Waiter, next_step
+from .._synchronization import AsyncEvent, AsyncShield
+from .hub import AsyncHub
+
+__all__ = ["Attempt", "Leave", "wait_turn"]
+
+Attempt = Callable[[bool], Awaitable["Outcome"]]
+"""One try: ``attempt(join)``."""
+Leave = Callable[[list[int]], Awaitable["Any"]]
+"""Leave the queues of the given servers: ``leave(servers)``."""
+
+
+async def wait_turn(
+    hubs: Sequence[AsyncHub],
+    token: bytes,
+    attempt: Attempt,
+    leave: Leave,
+    *,
+    deadline: float | None,
+    fallback: float,
+    confirm: float | None = None,
+    backoff: float = 0.0,
+    listen_error: Callable[[int, RedisError], None] | None = None,
+) -> Any:
+    """Try until an attempt succeeds (its ``result``) or ``deadline`` passes (``None``).
+
+    :param hubs: the waiter hub of each server, in the servers' order.
+    :param token: the acquisition's token (the hubs wake waiters by it).
+    :param fallback: seconds a waiter sleeps when no lease end is known.
+    :param confirm: seconds a subscription has to be confirmed (default: the hub's).
+    :param backoff: after a split vote, a random pause of up to this many seconds.
+    :param listen_error: called when subscribing to server ``i`` fails; it may raise (one
+        server: the wait cannot work) or not (N servers: one fewer voice). Default: raise.
+    """
+    event = AsyncEvent()
+    n = len(hubs)
+    waiters: list[Waiter] = []
+    if all(h.subscribed for h in hubs) and (deadline is None or time.monotonic() < deadline):
+        # Every hub listens already: register, then queue on the first try. Registered, the
+        # waiter keeps its hub from going idle, so its turn cannot go unheard.
+        waiters = [hub.join(token, event) for hub in hubs]
+    joined = bool(waiters) and all(h.subscribed for h in hubs)
+    queued: tuple[int, ...] = tuple(range(n)) if joined else ()
+    try:
+        outcome = await attempt(joined)
+        queued = outcome.queued if joined else ()
+        while outcome.result is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            if not waiters:
+                waiters = [hub.join(token, event) for hub in hubs]
+            if joined:
+                if outcome.split:  # let the other side of a split vote go first, at random
+                    await event.wait(random.uniform(0, backoff))
+                for i, held, ms in outcome.refusals:
+                    hubs[i].refused(waiters[i], held, ms)
+                if not await _sleep(hubs, waiters, event, deadline, fallback):
+                    return None
+            for i in outcome.answered:  # listen where the servers answer
+                if not hubs[i].subscribed:
+                    try:
+                        await hubs[i].ensure(waiters[i], deadline, confirm)
+                    except RedisError as exc:
+                        if listen_error is None:
+                            raise
+                        listen_error(i, exc)
+            joined, queued = True, tuple(range(n))
+            outcome = await attempt(True)
+            queued = outcome.queued
+        return outcome.result
+    finally:
+        for hub, waiter in zip(hubs, waiters, strict=False):
+            hub.leave(waiter)
+        if queued:  # leave the queues too, and pass on a turn we were given
+            servers = list(queued)
+            await AsyncShield.cleanup(lambda: leave(servers))
+
+
+async def _sleep(
+    hubs: Sequence[AsyncHub],
+    waiters: list[Waiter],
+    event: AsyncEvent,
+    deadline: float | None,
+    fallback: float,
+) -> bool:
+    """Sleep until some server's waiter should try again (True) or the deadline (False)."""
+    while True:
+        action, wait = next_step(
+            [hub.plan(w, deadline, fallback) for hub, w in zip(hubs, waiters, strict=True)]
+        )
+        if action is not Action.WAIT:
+            return action is Action.ATTEMPT
+        await event.wait(wait)
+        event.clear()

@@ -1,0 +1,146 @@
+"""The mutex's pure part: its keys, its scripts, and the decoding of their replies.
+
+Four keys per lock name, all in one Redis Cluster slot (see :mod:`redlease._core.keys`)::
+
+    <prefix>:{<name>}:lock       STRING  the holder's token, PX = lease. Existence IS the lock.
+    <prefix>:{<name>}:fence      STRING  fencing counter, never expires, never reset
+    <prefix>:{<name>}:queue      ZSET    waiting tokens in FIFO order
+    <prefix>:{<name>}:handoff    STRING  reservation of the free lock for the queue head
+
+The scripts (``lua/*.lua``, contracts in their headers) are one per transition: acquire,
+release, leave (a waiter gives up), extend, renew (the watchdog's batch), inspect, and fence
+(Redlock writes a merged fence back). :class:`~redlease.Lock` and :class:`~redlease.Redlock`
+share all of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ForeignData
+from . import keys
+from .scripts import load
+
+__all__ = [
+    "ACQUIRE",
+    "ACQUIRED",
+    "EXTEND",
+    "FENCE",
+    "FOREIGN",
+    "HELD",
+    "INSPECT",
+    "LEAVE",
+    "RELEASE",
+    "RENEW",
+    "RESERVED",
+    "LockInfo",
+    "LockKeys",
+    "Reply",
+    "decode_acquire",
+    "decode_inspect",
+]
+
+_LOCK_LIB = ("lock_lib",)
+ACQUIRE = load("acquire", prelude=_LOCK_LIB)
+RELEASE = load("release", prelude=_LOCK_LIB)
+LEAVE = load("leave", prelude=_LOCK_LIB)
+EXTEND = load("extend")
+RENEW = load("renew")
+INSPECT = load("inspect")
+FENCE = load("fence")
+
+ACQUIRED, HELD, RESERVED = 1, 0, 2
+"""Status codes of acquire.lua: taken / held by another (ms = its pttl) / reserved (ms left)."""
+FOREIGN = -3
+"""inspect.lua's status for a key holding data redlease did not write."""
+
+
+@dataclass(frozen=True)
+class LockKeys:
+    """The Redis keys of one lock name."""
+
+    lock: bytes
+    fence: bytes
+    queue: bytes
+    handoff: bytes
+
+    @classmethod
+    def build(cls, prefix: str, name: bytes) -> LockKeys:
+        """Keys for ``name`` (already validated and encoded) under ``prefix``."""
+        return cls(*keys.tagged(prefix, name, "lock", "fence", "queue", "handoff"))
+
+    def in_order(self) -> list[bytes]:
+        """All four keys, in the order inspect.lua takes them."""
+        return [self.lock, self.fence, self.queue, self.handoff]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """acquire.lua's reply: ``status`` and ``value`` (the fence when acquired, else ms)."""
+
+    status: int
+    value: int
+
+    @property
+    def acquired(self) -> bool:
+        """Whether the lock was taken."""
+        return self.status == ACQUIRED
+
+
+def decode_acquire(raw: Any) -> Reply:
+    """Decode ``{status, value}`` from acquire.lua, refusing anything else."""
+    try:
+        status, value = int(raw[0]), int(raw[1])
+    except (TypeError, ValueError, IndexError) as exc:
+        raise ValueError(f"unexpected reply from acquire.lua: {raw!r}") from exc
+    if status not in (ACQUIRED, HELD, RESERVED):
+        raise ValueError(f"unexpected status from acquire.lua: {raw!r}")
+    return Reply(status, value)
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """A snapshot of one lock, read atomically by ``Lock.inspect()``.
+
+    ``held``: someone holds it now; ``mine``: this handle's current acquisition does;
+    ``remaining``: seconds left on the lease (``None`` when free, or for a key set without
+    expiry); ``fence``: the last fencing token issued (the next holder gets a larger one; 0:
+    never acquired); ``waiters``: tokens queued for it (a dead one counts until skipped).
+    """
+
+    name: str | bytes
+    held: bool
+    mine: bool
+    remaining: float | None
+    fence: int
+    waiters: int
+
+
+def decode_inspect(raw: Any, name: str | bytes, keys: LockKeys) -> LockInfo:
+    """Decode ``{pttl, mine, fence, waiters}`` from inspect.lua.
+
+    Raises :class:`~redlease.ForeignData` naming the key when inspect.lua found one holding
+    data redlease did not write (``{-3, i}``).
+    """
+    try:
+        values = [int(x) for x in raw]
+        if len(values) == 2 and values[0] == FOREIGN:
+            key = keys.in_order()[values[1] - 1]
+            raise ForeignData(
+                f"key {key.decode(errors='replace')} of lock {name!r} holds data redlease "
+                "did not write",
+                name=name,
+                key=key,
+            )
+        pttl, mine, fence, waiters = values
+    except (TypeError, ValueError, IndexError) as exc:
+        raise ValueError(f"unexpected reply from inspect.lua: {raw!r}") from exc
+    return LockInfo(
+        name=name,
+        held=pttl != -2,
+        mine=bool(mine),
+        remaining=pttl / 1000 if pttl >= 0 else None,
+        fence=fence,
+        waiters=waiters,
+    )

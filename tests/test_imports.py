@@ -1,0 +1,44 @@
+"""What ``import redlease`` loads: no asyncio code of its own, no client library it does not need.
+
+redis-py itself imports ``redis.asyncio`` from ``redis/__init__.py`` (every version since 4.2),
+so the check is on what redlease adds on top of ``import redis``: the sync API must not pull in
+``redlease._async``, more of ``redis.asyncio``, or valkey-py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+PROBE = """
+import json, sys
+import redis
+before = set(sys.modules)
+import {module}
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+
+
+def loaded_by(module: str) -> list[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE.format(module=module)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    return list(json.loads(out))
+
+
+def test_import_redlease_adds_no_asyncio_shell_and_no_valkey() -> None:
+    added = loaded_by("redlease")
+    assert "redlease._sync.lock" in added  # the probe sees what it should
+    unwanted = [m for m in added if m.startswith(("redlease._async", "redis.asyncio", "valkey"))]
+    assert unwanted == []
+
+
+def test_valkey_is_loaded_only_for_a_valkey_client() -> None:
+    added = loaded_by("redlease.asyncio")
+    assert "redlease._async.lock" in added
+    assert [m for m in added if m.startswith("valkey")] == []
