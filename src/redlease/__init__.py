@@ -1,5 +1,7 @@
 """redlease: distributed locks and coordination primitives on Redis, sync and asyncio.
 
+::
+
     import redis, redlease
     r = redis.Redis()
     with redlease.Lock(r, "orders:42", ttl=10.0) as lock:

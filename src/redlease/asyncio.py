@@ -1,5 +1,7 @@
 """The asyncio API of redlease: the same names as :mod:`redlease`, with ``async`` methods.
 
+::
+
     import redis.asyncio, redlease.asyncio
     r = redis.asyncio.Redis()
     async with redlease.asyncio.Lock(r, "orders:42") as lock:
