@@ -87,6 +87,7 @@ class AsyncRedlock(AsyncHandle):
         :param drift_factor: the share of the lease allowed for clock drift, in [0, 0.5).
         :param server_timeout: seconds each server has to answer one round; much shorter than
             ``ttl`` (the Redis documentation suggests 5-50 ms for a 10 s lease).
+
         The other parameters are :class:`Lock`'s.
         """
         self._clients = core.check_clients(clients, allow_small_quorum=allow_small_quorum)
