@@ -11,7 +11,7 @@ from typing import Any
 import redis
 
 from .._core.lock import LockKeys
-from . import (
+from ._common import (
     DEFAULT_URL,
     CliError,
     check_connection,
