@@ -137,7 +137,6 @@ def count(arg: str, *, minimum: int = 1) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
         return _checked(lambda: validate.count(value, arg, minimum=minimum))
 
-    parse.__name__ = arg  # argparse names the type in some messages
     return parse
 
 
