@@ -101,9 +101,10 @@ def _utf8(text: str) -> str:
 
 
 def lease_seconds(text: str) -> float:
-    """argparse type of a lease (``--ttl``): seconds, as ``Lock(ttl=...)`` accepts them."""
+    """argparse type of a lease (``--ttl``): seconds, as ``Lock(ttl=...)`` accepts them
+    (at least ``MIN_LEASE``, at most 30 days)."""
     value = _seconds(text)
-    _checked(lambda: validate.ttl_ms(value))
+    _checked(lambda: validate.lease_ms(value))
     return value
 
 
