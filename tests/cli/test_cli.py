@@ -230,6 +230,65 @@ def test_inspect_held_lock_with_a_waiter(
     assert results == [True]
 
 
+def _hash(client: redis.Redis, key: bytes) -> None:
+    client.hset(key, "owner", "someone else")
+
+
+def _text(client: redis.Redis, key: bytes) -> None:
+    client.set(key, "not ours")
+
+
+def _list(client: redis.Redis, key: bytes) -> None:
+    client.rpush(key, "x")
+
+
+@pytest.mark.parametrize(
+    ("suffix", "write"),
+    [
+        ("lock", _hash),  # issue 8, item 9: exited 0 with "held, no expiry"
+        ("fence", _hash),
+        ("fence", _text),  # a string, but not a counter
+        ("queue", _text),
+        ("handoff", _list),  # was not read at all: exited 0
+    ],
+)
+def test_inspect_foreign_data_in_any_key_exits_1_naming_the_key(
+    server: RedisServer,
+    client: redis.Redis,
+    capsys: pytest.CaptureFixture[str],
+    suffix: str,
+    write: Any,
+) -> None:
+    key: bytes = getattr(keys("alien"), suffix)
+    write(client, key)
+    try:
+        for argv in (["inspect", "alien"], ["inspect", "alien", "--json"]):
+            assert cli(server, *argv) == 1
+            captured = capsys.readouterr()
+            assert captured.out == ""  # no report of a state that is not redlease's
+            assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
+            assert key.decode() in captured.err  # which key
+            assert "did not write" in captured.err
+    finally:
+        client.delete(key)
+    assert cli(server, "inspect", "alien") == 0  # the same name, clean again: free
+    assert "free" in capsys.readouterr().out
+
+
+def test_inspect_names_the_key_redlease_uses(
+    server: RedisServer, client: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The key shown is the one the library writes (the CLI builds it from the documented
+    layout, so a change of layout must show here)."""
+    for name, prefix in [("orders:42", "redlease"), ("a{b}", "app"), ("zürich 1", "x.y")]:
+        assert cli(server, "--prefix", prefix, "inspect", name, "--json") == 0
+        shown = json.loads(capsys.readouterr().out)["key"]
+        assert shown == keys(name, prefix).lock.decode()
+        lock = redlease.Lock(client, name, prefix=prefix)
+        with lock:
+            assert client.exists(shown) == 1
+
+
 def test_url_from_environment(
     server: RedisServer,
     client: redis.Redis,

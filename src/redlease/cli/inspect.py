@@ -1,17 +1,20 @@
-"""``redlease inspect NAME``: whether a lock is held, its lease, fencing counter and waiters."""
+"""``redlease inspect NAME``: whether a lock is held, its lease, fencing counter and waiters.
+
+It reads the lock through the public API, :meth:`redlease.Lock.inspect`: the command line sees
+exactly what a program would, and refuses what the library refuses (a key of the lock that
+holds data redlease did not write).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from dataclasses import asdict, dataclass
 from typing import Any
 
-import redis
+import redlease
 
-from .._core.lock import LockKeys
-from . import (
+from ._common import (
     DEFAULT_URL,
     CliError,
     check_connection,
@@ -21,15 +24,19 @@ from . import (
     unavailable,
 )
 
-__all__ = ["LockState", "add_parser", "command", "read_state"]
+__all__ = ["EX_FOREIGN", "add_parser", "command", "format_text", "lock_key", "report"]
+
+EX_FOREIGN = 1
+"""A key of the lock holds data redlease did not write (another program uses the name)."""
 
 _DESCRIPTION = """\
 Show the state of lock NAME, read atomically: held or free, the lease left on it, the
 fencing counter (the last fencing token issued: the next holder gets a larger one) and the
 number of waiters queued for it (one that died stays counted until it is skipped).
 
-Exit code 0 whether the lock is held or free; 1 if its keys hold data redlease did not
-write; 69 if Redis cannot be reached.
+Exit code 0 whether the lock is held or free; 1 if any of its keys (lock, fence, queue,
+hand-off) holds data redlease did not write (the message names the key); 69 if Redis cannot
+be reached.
 
 --json prints one object:
   {"name": str, "key": str, "held": bool, "remaining": float | null, "fence": int,
@@ -53,77 +60,65 @@ def add_parser(subparsers: Any) -> None:
     handler_defaults(parser, command)
 
 
-@dataclass(frozen=True)
-class LockState:
-    """What ``inspect`` reports about one lock."""
+def lock_key(prefix: str, name: str) -> str:
+    """The lock's own key, as ``redlease.Lock`` documents its layout: ``<prefix>:{<name>}:lock``.
 
-    name: str
-    key: str
-    held: bool
-    remaining: float | None
-    fence: int
-    waiters: int
-
-
-def read_state(client: redis.Redis, prefix: str, name: str) -> LockState:
-    """Read the lock's keys in one MULTI/EXEC: PTTL of the lock, its fence, its queue size.
-
-    Raises :class:`~redlease.cli.CliError` (exit 1) if the fencing counter is not a number,
-    and redis-py's errors.
+    Shown to say where to look; nothing is read through it.
     """
-    keys = LockKeys.build(prefix, name.encode())
-    with client.pipeline(transaction=True) as pipe:
-        pipe.pttl(keys.lock)
-        pipe.get(keys.fence)
-        pipe.zcard(keys.queue)
-        pttl, fence, waiters = pipe.execute()
-    try:
-        counter = int(fence or 0)
-    except ValueError:
-        raise CliError(
-            f"the fencing counter of lock {name!r} is not a number: {fence!r}", 1
-        ) from None
-    return LockState(
-        name=name,
-        key=keys.lock.decode(errors="replace"),
-        held=int(pttl) != -2,
-        remaining=int(pttl) / 1000 if int(pttl) >= 0 else None,
-        fence=counter,
-        waiters=int(waiters),
-    )
+    return f"{prefix}:{{{name}}}:lock"
 
 
-def format_text(state: LockState) -> str:
-    """The human-readable report: one ``label  value`` line per fact."""
-    if not state.held:
+def report(info: redlease.LockInfo, key: str) -> dict[str, Any]:
+    """The documented ``--json`` object for ``info``; ``key`` is the lock's key."""
+    return {
+        "name": info.name if isinstance(info.name, str) else info.name.decode(errors="replace"),
+        "key": key,
+        "held": info.held,
+        "remaining": info.remaining,
+        "fence": info.fence,
+        "waiters": info.waiters,
+    }
+
+
+def format_text(state: dict[str, Any]) -> str:
+    """The human-readable report of :func:`report`'s ``state``: one ``label  value`` line each."""
+    if not state["held"]:
         status, remaining = "free", "-"
-    elif state.remaining is None:
+    elif state["remaining"] is None:
         status, remaining = "held", "no expiry (the key was not set by redlease?)"
     else:
-        status, remaining = "held", f"{state.remaining:.3f} s"
-    fence = f"{state.fence} (last token issued)" if state.fence else "0 (never acquired)"
+        status, remaining = "held", f"{state['remaining']:.3f} s"
+    fence = f"{state['fence']} (last token issued)" if state["fence"] else "0 (never acquired)"
     rows = [
-        ("lock", state.name),
-        ("key", state.key),
+        ("lock", state["name"]),
+        ("key", state["key"]),
         ("state", status),
         ("remaining", remaining),
         ("fence", fence),
-        ("waiters", str(state.waiters)),
+        ("waiters", str(state["waiters"])),
     ]
     return "\n".join(f"{label:<10} {value}" for label, value in rows)
 
 
 def command(args: argparse.Namespace) -> int:
     """Run ``redlease inspect``: print the state; exit 0 whether held or free."""
+    name: str = args.name
     check_connection(args.client, args.url)
+    lock = redlease.Lock(args.client, name, prefix=args.prefix)
     try:
-        state = read_state(args.client, args.prefix, args.name)
-    except redis.ResponseError as exc:  # e.g. WRONGTYPE: a key of that name is not ours
-        raise CliError(f"cannot read lock {args.name!r}: {exc}", 1) from exc
-    except (redis.RedisError, OSError) as exc:
+        info = lock.inspect()
+    except redlease.ForeignData as exc:
+        key = exc.key.decode(errors="replace")
+        raise CliError(
+            f"lock {name!r}: key {key} holds data redlease did not write (another program "
+            "uses this name? choose another NAME or --prefix)",
+            EX_FOREIGN,
+        ) from exc
+    except redlease.LockUnavailable as exc:
         raise unavailable(args.url, exc) from exc
+    state = report(info, lock_key(args.prefix, name))
     if args.json:
-        json.dump(asdict(state), sys.stdout)
+        json.dump(state, sys.stdout)
         sys.stdout.write("\n")
     else:
         print(format_text(state))

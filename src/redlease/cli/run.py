@@ -16,7 +16,7 @@ from typing import Any
 
 import redlease
 
-from . import (
+from ._common import (
     DEFAULT_URL,
     EX_LOST,
     EX_TEMPFAIL,
@@ -26,10 +26,10 @@ from . import (
     check_connection,
     global_options,
     handler_defaults,
+    lease_seconds,
     lock_name,
-    nonnegative_seconds,
-    positive_seconds,
     unavailable,
+    wait_seconds,
 )
 
 __all__ = ["GRACE", "add_parser", "command"]
@@ -117,7 +117,7 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--ttl",
-        type=positive_seconds,
+        type=lease_seconds,
         default=10.0,
         metavar="S",
         help="lease in seconds, renewed every ttl/3 while COMMAND runs; how long the lock "
@@ -126,11 +126,11 @@ def add_parser(subparsers: Any) -> None:
     wait = parser.add_mutually_exclusive_group()
     wait.add_argument(
         "--timeout",
-        type=nonnegative_seconds,
+        type=wait_seconds,
         default=None,
         metavar="S",
         help="give up (exit 75, COMMAND not run) if the lock is not ours within S seconds; "
-        "0: one try (default: wait as long as it takes)",
+        "0: one try; -1 or inf: as long as it takes, the default (as Lock.acquire)",
     )
     wait.add_argument(
         "-n",

@@ -2,7 +2,7 @@
 
 A stock of units goes on sale; buyers in several processes (each running many buyers at once)
 click Buy, each a few times at once, with a limit of units per buyer. Four strategies sell the
-same sale one after the other (see :mod:`.demo_strategies`), and the report compares them:
+same sale one after the other (see :mod:`.strategies`), and the report compares them:
 units sold, oversold (sold beyond the stock), buyers over their limit, purchases per second,
 latency of a purchase (p50 / p99) and retries. Optionally a share of payments fails: those
 units are put back on sale and sold to later buyers, and the inventory's invariant
@@ -25,9 +25,10 @@ from typing import Any, TextIO
 
 import redlease
 
-from . import CliError, check_connection, make_client
-from .demo import Crew, Progress, percentile, table
-from .demo_strategies import (
+from .._common import CliError, check_connection, make_client
+from .crew import Crew
+from .report import Progress, percentile, table
+from .strategies import (
     EXPLAINED,
     OVER_LIMIT,
     RETURNED,
@@ -49,8 +50,6 @@ __all__ = [
     "given_options",
     "run_contest",
 ]
-
-"""Seconds without any progress after which the demo gives up."""
 
 COLUMNS = ("sold", "oversold", "violations", "purchases_per_s", "p50_ms", "p99_ms", "retries")
 """The compared figures, in the order of the table; the JSON rows use these names."""
@@ -254,6 +253,7 @@ class _Crew(Crew):
             self.results[message[2]][index] = message[3]
         elif kind == "error":
             raise CliError(f"buyer process {index} failed: {message[2]}", 1)
+
 
 def _jobs(url: str, prefix: str, run: str, sale: Sale) -> list[Job]:
     users = [f"buyer-{n}" for n in range(sale.buyers)]

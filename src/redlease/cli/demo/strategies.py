@@ -31,9 +31,9 @@ from redis.retry import Retry
 
 import redlease.asyncio
 
-from .._core.inventory import InventoryKeys
-from .._core.lock import LockKeys
-from .demo import now_ns
+from ..._core.inventory import InventoryKeys
+from ..._core.lock import LockKeys
+from .crew import now_ns
 
 __all__ = [
     "EXPLAINED",

@@ -20,9 +20,10 @@ from typing import Any, TextIO
 
 import redlease
 
-from .._core.lock import LockKeys
-from . import CliError, check_connection, make_client, positive_int
-from .demo import Crew, Progress, now_ns, percentile, table
+from ..._core.lock import LockKeys
+from .._common import CliError, check_connection, count, make_client
+from .crew import Crew, now_ns
+from .report import Progress, percentile, table
 
 __all__ = [
     "DEFAULT_INCREMENTS",
@@ -39,7 +40,6 @@ DEFAULT_INCREMENTS = 200
 PHASES = ("no lock", "redlease.Lock")
 LOCK_TTL = 5.0
 """Lease of the demo's lock (seconds): only matters if a worker dies holding it."""
-"""Seconds without any progress after which the demo gives up."""
 _WAIT = 120.0  # longest a worker waits for the parent's go, before it gives up
 
 
@@ -47,14 +47,14 @@ def add_arguments(group: Any) -> None:
     """Declare the counter demo's options on ``group`` (an argparse parser or group)."""
     group.add_argument(
         "--workers",
-        type=positive_int,
+        type=count("workers"),
         default=None,
         metavar="N",
         help=f"worker processes (default: {DEFAULT_WORKERS})",
     )
     group.add_argument(
         "--increments",
-        type=positive_int,
+        type=count("increments"),
         default=None,
         metavar="M",
         help=f"increments per worker and phase (default: {DEFAULT_INCREMENTS})",
