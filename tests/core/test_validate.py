@@ -23,3 +23,10 @@ def test_ttl_in_ms(value: float, expected: int) -> None:
 )
 def test_timeout_forms(value: Any, expected: Any) -> None:
     assert validate.timeout(value) == expected
+
+
+def test_text_that_is_not_utf8_names_the_argument() -> None:
+    with pytest.raises(ValueError, match="name must be valid UTF-8"):
+        validate.name("lock\udcff")
+    with pytest.raises(ValueError, match="prefix must be valid UTF-8"):
+        validate.prefix("app\udcff")

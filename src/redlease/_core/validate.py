@@ -119,7 +119,7 @@ def timeout(value: Any, arg: str = "timeout") -> float | None:
 def name(value: Any, arg: str = "name") -> bytes:
     """A primitive's name: a non-empty ``str`` or ``bytes``, returned as bytes."""
     if isinstance(value, str):
-        value = value.encode()
+        value = _utf8(value, arg)
     elif not isinstance(value, (bytes, bytearray)):
         raise TypeError(f"{arg} must be str or bytes, got {type(value).__name__}")
     if not value:
@@ -135,7 +135,15 @@ def prefix(value: Any, arg: str = "prefix") -> str:
         raise ValueError(f"{arg} must not be empty")
     if any(c.isspace() for c in value) or "{" in value or "}" in value:
         raise ValueError(f"{arg} must not contain white space or braces, got {value!r}")
+    _utf8(value, arg)
     return value
+
+
+def _utf8(value: str, arg: str) -> bytes:
+    try:
+        return value.encode()
+    except UnicodeEncodeError:
+        raise ValueError(f"{arg} must be valid UTF-8 text, got {value!r}") from None
 
 
 def count(value: Any, arg: str, *, minimum: int = 1, maximum: int = MAX_COUNT) -> int:
