@@ -151,6 +151,9 @@ class Backend:
         self._timeout = timeout
         self._pool = self._private_pool(timeout)
         self._named_checkout = flavor.named_checkout
+        self._foreign = flavor.errors  # the client library's own errors: () for redis-py
+        value = self._pool.connection_kwargs.get("socket_timeout")
+        self._socket_timeout = None if value is None else float(value)
         self._deadlines: dict[float, Backend] = {}
 
     def __repr__(self) -> str:
@@ -177,10 +180,7 @@ class Backend:
     @property
     def socket_timeout(self) -> float | None:
         """The longest a reply may take here (``None``: no limit)."""
-        if self._timeout is not None:
-            return self._timeout
-        value = self.client.connection_pool.connection_kwargs.get("socket_timeout")
-        return None if value is None else float(value)
+        return self._socket_timeout
 
     def with_deadline(self, timeout: float) -> Backend:
         """This server, with every reply (and connect) bounded by ``timeout`` seconds."""
@@ -203,20 +203,23 @@ class Backend:
         ``timeout`` bounds the reply (default, and at most: the socket timeout). Raises
         redis-py's exceptions.
         """
-        limit = self.socket_timeout
+        limit = self._socket_timeout
         if timeout is not None and limit is not None:
             timeout = min(timeout, limit)
         return self.receive(self.send(script, keys, args), timeout)
 
     def send(self, script: Script, keys: Sequence[bytes], args: Sequence[Any]) -> Pending:
         """Send EVALSHA ``script`` on a connection of its own; read it with :meth:`receive`."""
-        with self._translated():
-            conn = self._checkout()
         try:
-            with self._translated():
-                conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
-        except BaseException:
+            conn = self._checkout()
+        except self._foreign as exc:
+            raise translate(exc) from exc
+        try:
+            conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        except BaseException as exc:
             self._discard(conn)
+            if isinstance(exc, self._foreign):
+                raise translate(exc) from exc
             raise
         return Pending(conn, script, keys, args, time.monotonic())
 
@@ -236,8 +239,10 @@ class Backend:
                 reply = self._read(conn, pending.sent_at, timeout)
             except NoScriptError:
                 script, keys, args = pending.script, pending.keys, pending.args
-                with self._translated():
+                try:
                     conn.send_command("EVAL", script.source, len(keys), *keys, *args)
+                except self._foreign as exc:
+                    raise translate(exc) from exc
                 reply = self._read(conn, time.monotonic(), timeout)
         except ResponseError:
             self._pool.release(conn)  # a complete error reply: the connection is in sync
@@ -251,8 +256,10 @@ class Backend:
     def _read(self, conn: Any, since: float, timeout: float | None) -> Any:
         # At least a millisecond, so that a reply already in the buffer is still read.
         left = None if timeout is None else max(since + timeout - time.monotonic(), 0.001)
-        with self._translated():
+        try:
             return Reads.reply(conn, left)
+        except self._foreign as exc:
+            raise translate(exc) from exc
 
     def _checkout(self) -> Any:
         if self._named_checkout:
