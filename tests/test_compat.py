@@ -18,7 +18,7 @@ import redis.asyncio
 from redis.exceptions import TimeoutError
 
 import redlease._compat as compat
-from redlease._compat import REDIS_FLOOR, AsyncConnections, Connections
+from redlease._compat import DEFAULT_SOCKET_TIMEOUT, REDIS_FLOOR, AsyncConnections, Connections
 from redlease.server import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -121,6 +121,37 @@ def test_sync_private_pool_never_retries_and_takes_a_deadline(server: RedisServe
         client.close()
 
 
+def test_sync_private_pool_has_timeouts_even_when_the_client_has_none(server: RedisServer) -> None:
+    client = server.client(socket_timeout=None, socket_connect_timeout=None)
+    pool = Connections.private_pool(client.connection_pool)
+    try:
+        conn = pool.make_connection()
+        assert conn.socket_timeout == conn.socket_connect_timeout == DEFAULT_SOCKET_TIMEOUT
+        assert client.connection_pool.make_connection().socket_timeout is None  # the twin
+    finally:
+        pool.disconnect()
+        client.close()
+
+
+def test_sync_connecting_to_a_hung_server_is_bounded(
+    make_server: Callable[..., RedisServer],
+) -> None:
+    """The connect handshake (CLIENT SETINFO) reads with the pool's socket timeout."""
+    srv = make_server()
+    client = srv.client()
+    pool = Connections.private_pool(client.connection_pool, 0.3)
+    try:
+        srv.pause()
+        start = time.monotonic()
+        with pytest.raises((TimeoutError, redis.exceptions.ConnectionError)):
+            Connections.get(pool)
+        assert time.monotonic() - start < 0.3 + SLACK
+    finally:
+        srv.resume()
+        pool.disconnect()
+        client.close()
+
+
 def test_sync_read_times_out_on_a_hung_server(make_server: Callable[..., RedisServer]) -> None:
     srv = make_server()
     client = srv.client()  # socket_timeout None before redis-py 8: a plain read would hang
@@ -193,6 +224,25 @@ async def test_async_private_pool_never_retries(server: RedisServer) -> None:
         assert (conn.socket_timeout, conn.socket_connect_timeout) == (0.25, 1.0)
     finally:
         await timed.disconnect()
+        await client.aclose()
+
+
+async def test_async_connecting_to_a_hung_server_is_bounded(
+    make_server: Callable[..., RedisServer],
+) -> None:
+    srv = make_server()
+    client = redis.asyncio.Redis(host=srv.host, port=srv.port)
+    pool = AsyncConnections.private_pool(client.connection_pool, 0.3)
+    try:
+        assert pool.make_connection().socket_timeout == 0.3
+        srv.pause()
+        start = time.monotonic()
+        with pytest.raises((TimeoutError, redis.exceptions.ConnectionError)):
+            await AsyncConnections.get(pool)
+        assert time.monotonic() - start < 0.3 + SLACK
+    finally:
+        srv.resume()
+        await pool.disconnect()
         await client.aclose()
 
 

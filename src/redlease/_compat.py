@@ -12,7 +12,8 @@ sync ``conn.read_response(timeout=...)``   8.0: added (before: no       8.0+: us
                                            per-read timeout at all)     sets the socket timeout
 asyncio ``read_response(timeout=...)``     never raises on expiry: it   ``wait_for`` around a
                                            returns ``None``, like nil   plain read; raises
-default ``retry``                          6.0: 3 tries, 8.0: 10 tries  ``Retry(NoBackoff(), 0)``
+default ``retry``                          6.0: 3 retries, 8.0: 10      ``Retry(NoBackoff(), 0)``
+default ``socket_timeout``, connect        8.0: 5 s (before: none)      5 s in a private pool
 ``aclose()`` (Redis, PubSub, pool)         5.0.1 (5.0.0: ``close()``)   floor is 5.0.1
 =========================================  ===========================  ======================
 
@@ -53,6 +54,11 @@ use. Everything else older releases lack is bridged here. Keep in step with pypr
 MIN_WAIT = 0.001
 """Shortest read timeout, in seconds: a zero socket timeout would mean non-blocking mode (an
 ``OSError``, not a timeout), and ``wait_for(..., 0)`` would cancel a reply already received."""
+
+DEFAULT_SOCKET_TIMEOUT = 5.0
+"""Socket and connect timeout of a private pool whose client sets none (redis-py 8's defaults).
+Before redis-py 8 the default is no timeout at all: a hung server would block the connect
+handshake (``CLIENT SETINFO``, ``AUTH``, ``SELECT``) and every untimed read forever."""
 
 _COMMAND = "EVALSHA"
 """What a pool that requires a command name (redis-py < 5.3) is told; plain and blocking pools
@@ -122,6 +128,9 @@ _READS_WITH_TIMEOUT: dict[Any, bool] = {}
 def _private_kwargs(pool: Any, retry: Any, timeout: float | None) -> dict[str, Any]:
     kwargs = dict(pool.connection_kwargs)
     kwargs["retry"] = retry
+    for key in ("socket_timeout", "socket_connect_timeout"):
+        if kwargs.get(key) is None:
+            kwargs[key] = DEFAULT_SOCKET_TIMEOUT
     # Before 6.0 these make a connection build Retry(NoBackoff(), 1) when ``retry`` is None;
     # with an explicit retry they only add error classes to a zero-try policy. Drop them anyway.
     kwargs.pop("retry_on_timeout", None)
@@ -144,6 +153,7 @@ class AsyncConnections:
     def private_pool(pool: Any, timeout: float | None = None) -> Any:
         """A pool like ``pool`` (same connection class and settings) that never retries.
 
+        A socket or connect timeout that ``pool`` leaves unset is ``DEFAULT_SOCKET_TIMEOUT``.
         With ``timeout``, its connections answer within ``timeout`` seconds instead of the
         socket timeout, and get at least a second to connect.
         """
@@ -200,6 +210,7 @@ class Connections:
     def private_pool(pool: Any, timeout: float | None = None) -> Any:
         """A pool like ``pool`` (same connection class and settings) that never retries.
 
+        A socket or connect timeout that ``pool`` leaves unset is ``DEFAULT_SOCKET_TIMEOUT``.
         With ``timeout``, its connections answer within ``timeout`` seconds instead of the
         socket timeout, and get at least a second to connect.
         """
