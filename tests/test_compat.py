@@ -281,3 +281,37 @@ async def test_async_read_times_out_on_a_hung_server(
         srv.resume()
         await pool.disconnect()
         await client.aclose()
+
+
+async def test_the_shims_drive_a_valkey_py_pool_too(server: RedisServer) -> None:
+    """valkey-py 6 (forked from redis-py 5.0) needs a command name and has no sync read timeout."""
+    valkey = pytest.importorskip("valkey")
+    avalkey = pytest.importorskip("valkey.asyncio")
+    no_backoff = pytest.importorskip("valkey.backoff").NoBackoff
+
+    client = valkey.Valkey(host=server.host, port=server.port)
+    retry = pytest.importorskip("valkey.retry").Retry(no_backoff(), 0)
+    pool = valkey.ConnectionPool(
+        connection_class=client.connection_pool.connection_class,
+        **compat.private_kwargs(client.connection_pool, retry, 0.5),
+    )
+    aclient = avalkey.Valkey(host=server.host, port=server.port)
+    aretry = pytest.importorskip("valkey.asyncio.retry").Retry(no_backoff(), 0)
+    apool = avalkey.ConnectionPool(
+        connection_class=aclient.connection_pool.connection_class,
+        **compat.private_kwargs(aclient.connection_pool, aretry),
+    )
+    try:
+        conn = Connections.get(pool)
+        Connections.send(conn, "PING")
+        assert Connections.read(conn, 1.0) == b"PONG"
+        Connections.release(pool, conn)
+        aconn = await AsyncConnections.get(apool)
+        await AsyncConnections.send(aconn, "PING")
+        assert await AsyncConnections.read(aconn, 1.0) == b"PONG"
+        await AsyncConnections.release(apool, aconn)
+    finally:
+        pool.disconnect()
+        await apool.disconnect()
+        client.close()
+        await aclient.aclose()

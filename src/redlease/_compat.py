@@ -43,6 +43,7 @@ __all__ = [
     "AsyncConnections",
     "Connections",
     "check_redis_version",
+    "private_kwargs",
     "redis_version_error",
 ]
 
@@ -125,7 +126,9 @@ _NEEDS_COMMAND_NAME: dict[Any, bool] = {}
 _READS_WITH_TIMEOUT: dict[Any, bool] = {}
 
 
-def _private_kwargs(pool: Any, retry: Any, timeout: float | None) -> dict[str, Any]:
+def private_kwargs(pool: Any, retry: Any, timeout: float | None = None) -> dict[str, Any]:
+    """Connection settings for a private pool like ``pool`` (see ``private_pool``), with
+    ``retry`` (a no-retry policy of the pool's own library: valkey-py has its own classes)."""
     kwargs = dict(pool.connection_kwargs)
     kwargs["retry"] = retry
     for key in ("socket_timeout", "socket_connect_timeout"):
@@ -157,7 +160,7 @@ class AsyncConnections:
         With ``timeout``, its connections answer within ``timeout`` seconds instead of the
         socket timeout, and get at least a second to connect.
         """
-        kwargs = _private_kwargs(pool, AsyncConnections.no_retry(), timeout)
+        kwargs = private_kwargs(pool, AsyncConnections.no_retry(), timeout)
         return redis.asyncio.ConnectionPool(connection_class=pool.connection_class, **kwargs)
 
     @staticmethod
@@ -214,7 +217,7 @@ class Connections:
         With ``timeout``, its connections answer within ``timeout`` seconds instead of the
         socket timeout, and get at least a second to connect.
         """
-        kwargs = _private_kwargs(pool, Connections.no_retry(), timeout)
+        kwargs = private_kwargs(pool, Connections.no_retry(), timeout)
         return redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
 
     @staticmethod
