@@ -16,19 +16,15 @@ import threading
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
-from redis.exceptions import TimeoutError
-
 __all__ = [
     "MIN_BUDGET",
     "AsyncBackground",
     "AsyncEvent",
     "AsyncMutex",
-    "AsyncReads",
     "AsyncShield",
     "Background",
     "Event",
     "Mutex",
-    "Reads",
     "Shield",
 ]
 
@@ -199,56 +195,6 @@ class Background:
     def owner() -> Hashable:
         """Who holds a lock: the current thread."""
         return threading.current_thread()
-
-
-class AsyncReads:
-    """Read one reply from a redis-py asyncio connection, raising when it does not come."""
-
-    @staticmethod
-    async def reply(conn: Any, timeout: float | None) -> Any:
-        """The next reply, within ``timeout`` seconds (``None``: the socket timeout).
-
-        redis-py's asyncio ``read_response(timeout=...)`` returns ``None`` on timeout (its
-        pub/sub relies on that); a lock must not take a silent server for a ``nil`` reply.
-        """
-        if timeout is None:
-            return await conn.read_response()
-        try:
-            return await asyncio.wait_for(conn.read_response(), timeout)
-        except asyncio.TimeoutError:
-            raise TimeoutError(f"no reply within {timeout:.3f} s") from None
-
-
-class Reads:
-    """Read one reply from a redis-py (or valkey-py) connection, raising when it does not come."""
-
-    @staticmethod
-    def reply(conn: Any, timeout: float | None) -> Any:
-        """The next reply, within ``timeout`` seconds (``None``: the socket timeout).
-
-        ``read_response(timeout=...)`` exists only from redis-py 8 (not in valkey-py); on
-        older clients the socket is polled first (``can_read``), and a reply that has started
-        to arrive is read within the socket timeout.
-        """
-        if timeout is None:
-            return conn.read_response()
-        if _takes_timeout(conn):
-            return conn.read_response(timeout=timeout)  # raises TimeoutError when it runs out
-        if not conn.can_read(timeout=timeout):
-            raise TimeoutError(f"no reply within {timeout:.3f} s")
-        return conn.read_response()
-
-
-_TAKES_TIMEOUT: dict[type, bool] = {}
-
-
-def _takes_timeout(conn: Any) -> bool:
-    """Whether ``conn.read_response`` takes ``timeout`` (redis-py 8), once per class."""
-    kind = type(conn)
-    known = _TAKES_TIMEOUT.get(kind)
-    if known is None:
-        known = _TAKES_TIMEOUT[kind] = "timeout" in inspect.signature(conn.read_response).parameters
-    return known
 
 
 _cleanups: set[Any] = set()  # background tasks, kept alive until done

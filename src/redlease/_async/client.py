@@ -25,7 +25,6 @@ class with the same methods.
 
 from __future__ import annotations
 
-import inspect
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -37,8 +36,8 @@ import redis.asyncio
 import redis.exceptions
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
+from .._compat import AsyncConnections, private_kwargs
 from .._core.scripts import Script
-from .._synchronization import AsyncReads
 
 __all__ = ["AsyncBackend", "Pending", "backend_for", "check_client"]
 
@@ -56,12 +55,6 @@ class _Flavor:
     retry_class: Any
     no_backoff: Any
     errors: tuple[type[BaseException], ...]
-
-    @property
-    def named_checkout(self) -> bool:
-        """Whether ``get_connection`` needs a command name (redis-py < 5.3, valkey-py 6)."""
-        parameter = inspect.signature(self.pool_class.get_connection).parameters.get("command_name")
-        return parameter is not None and parameter.default is inspect.Parameter.empty
 
 
 def _flavor(client: Any) -> _Flavor | None:
@@ -149,7 +142,6 @@ class AsyncBackend:
         self._flavor = flavor
         self._timeout = timeout
         self._pool = self._private_pool(timeout)
-        self._named_checkout = flavor.named_checkout
         self._foreign = flavor.errors  # the client library's own errors: () for redis-py
         value = self._pool.connection_kwargs.get("socket_timeout")
         self._socket_timeout = None if value is None else float(value)
@@ -169,11 +161,8 @@ class AsyncBackend:
         dead one.
         """
         pool: Any = self.client.connection_pool
-        kwargs = dict(pool.connection_kwargs)
-        kwargs["retry"] = self._flavor.retry_class(self._flavor.no_backoff(), 0)
-        if timeout is not None:
-            kwargs["socket_timeout"] = timeout
-            kwargs["socket_connect_timeout"] = max(timeout, 1.0)
+        no_retry = self._flavor.retry_class(self._flavor.no_backoff(), 0)
+        kwargs = private_kwargs(pool, no_retry, timeout)
         return self._flavor.pool_class(connection_class=pool.connection_class, **kwargs)
 
     @property
@@ -256,14 +245,12 @@ class AsyncBackend:
         # At least a millisecond, so that a reply already in the buffer is still read.
         left = None if timeout is None else max(since + timeout - time.monotonic(), 0.001)
         try:
-            return await AsyncReads.reply(conn, left)
+            return await AsyncConnections.read(conn, left)
         except self._foreign as exc:
             raise translate(exc) from exc
 
     async def _checkout(self) -> Any:
-        if self._named_checkout:
-            return await self._pool.get_connection("EVALSHA")
-        return await self._pool.get_connection()
+        return await AsyncConnections.get(self._pool)
 
     async def abandon(self, pending: Pending) -> None:
         """Close the connection of a script whose reply will not be read."""
@@ -271,7 +258,7 @@ class AsyncBackend:
 
     async def _discard(self, conn: Any) -> None:
         try:
-            await conn.disconnect()
+            await AsyncConnections.drop(conn)
         finally:
             await self._pool.release(conn)
 
@@ -294,7 +281,7 @@ class AsyncBackend:
         try:
             with self._translated():
                 await conn.send_command("INFO", "server")
-                info = await AsyncReads.reply(conn, self._timeout)
+                info = await AsyncConnections.read(conn, self._timeout)
         except BaseException:
             await self._discard(conn)
             raise

@@ -26,7 +26,6 @@ class with the same methods.
 
 from __future__ import annotations
 
-import inspect
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -38,8 +37,8 @@ import redis
 import redis.exceptions
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
+from .._compat import Connections, private_kwargs
 from .._core.scripts import Script
-from .._synchronization import Reads
 
 __all__ = ["Backend", "Pending", "backend_for", "check_client"]
 
@@ -57,12 +56,6 @@ class _Flavor:
     retry_class: Any
     no_backoff: Any
     errors: tuple[type[BaseException], ...]
-
-    @property
-    def named_checkout(self) -> bool:
-        """Whether ``get_connection`` needs a command name (redis-py < 5.3, valkey-py 6)."""
-        parameter = inspect.signature(self.pool_class.get_connection).parameters.get("command_name")
-        return parameter is not None and parameter.default is inspect.Parameter.empty
 
 
 def _flavor(client: Any) -> _Flavor | None:
@@ -150,7 +143,6 @@ class Backend:
         self._flavor = flavor
         self._timeout = timeout
         self._pool = self._private_pool(timeout)
-        self._named_checkout = flavor.named_checkout
         self._foreign = flavor.errors  # the client library's own errors: () for redis-py
         value = self._pool.connection_kwargs.get("socket_timeout")
         self._socket_timeout = None if value is None else float(value)
@@ -170,11 +162,8 @@ class Backend:
         dead one.
         """
         pool: Any = self.client.connection_pool
-        kwargs = dict(pool.connection_kwargs)
-        kwargs["retry"] = self._flavor.retry_class(self._flavor.no_backoff(), 0)
-        if timeout is not None:
-            kwargs["socket_timeout"] = timeout
-            kwargs["socket_connect_timeout"] = max(timeout, 1.0)
+        no_retry = self._flavor.retry_class(self._flavor.no_backoff(), 0)
+        kwargs = private_kwargs(pool, no_retry, timeout)
         return self._flavor.pool_class(connection_class=pool.connection_class, **kwargs)
 
     @property
@@ -257,14 +246,12 @@ class Backend:
         # At least a millisecond, so that a reply already in the buffer is still read.
         left = None if timeout is None else max(since + timeout - time.monotonic(), 0.001)
         try:
-            return Reads.reply(conn, left)
+            return Connections.read(conn, left)
         except self._foreign as exc:
             raise translate(exc) from exc
 
     def _checkout(self) -> Any:
-        if self._named_checkout:
-            return self._pool.get_connection("EVALSHA")
-        return self._pool.get_connection()
+        return Connections.get(self._pool)
 
     def abandon(self, pending: Pending) -> None:
         """Close the connection of a script whose reply will not be read."""
@@ -272,7 +259,7 @@ class Backend:
 
     def _discard(self, conn: Any) -> None:
         try:
-            conn.disconnect()
+            Connections.drop(conn)
         finally:
             self._pool.release(conn)
 
@@ -295,7 +282,7 @@ class Backend:
         try:
             with self._translated():
                 conn.send_command("INFO", "server")
-                info = Reads.reply(conn, self._timeout)
+                info = Connections.read(conn, self._timeout)
         except BaseException:
             self._discard(conn)
             raise
