@@ -33,25 +33,17 @@ def tls_unsupported_reason(binary: str | None = None) -> str | None:
     """
     binary = binary or find_server_binary()
     missing = "/nonexistent/redlease-tls-probe.pem"
-    args = [
-        binary,
-        "--port",
-        "0",
-        "--tls-port",
-        str(_free_port()),
-        "--bind",
-        HOST,
-        "--tls-cert-file",
-        missing,
-        "--tls-key-file",
-        missing,
-        "--tls-ca-cert-file",
-        missing,
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-    ]
+    options = {
+        "port": "0",
+        "tls-port": str(_free_port()),
+        "bind": HOST,
+        "tls-cert-file": missing,
+        "tls-key-file": missing,
+        "tls-ca-cert-file": missing,
+        "save": "",
+        "appendonly": "no",
+    }
+    args = [binary, *(item for key, value in options.items() for item in (f"--{key}", value))]
     try:
         proc = subprocess.run(
             args,
@@ -66,7 +58,8 @@ def tls_unsupported_reason(binary: str | None = None) -> str | None:
         return None  # it kept running: it did accept the TLS settings
     for line in output.splitlines():
         if any(marker in line for marker in _NO_TLS_MARKERS):
-            return f"{binary} has no TLS support: {line.strip()}"
+            message = line.split(" # ", 1)[-1].strip()  # drop the "pid:M date time" prefix
+            return f"{binary} has no TLS support ({message!r})"
     return None
 
 

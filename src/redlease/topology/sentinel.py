@@ -202,7 +202,11 @@ class SentinelGroup:
 
         ``kill=True`` SIGKILLs the master (the sentinels must notice, agree and elect: the
         realistic case); ``kill=False`` sends ``SENTINEL FAILOVER`` (immediate, no vote).
-        Returns ``(old, new, seconds)``. A killed master stays down until :meth:`heal`.
+        Returns ``(old, new, seconds)`` once every sentinel reports ``new`` with no failover
+        in progress (what ``master_for`` clients read). A killed master stays down until
+        :meth:`heal`; after ``kill=False`` the old master keeps answering as a master, to
+        connections opened before, until the sentinels demote it (their next INFO of it, up
+        to ~10 s) or :meth:`heal` / :meth:`wait_healthy` repoint it.
         """
         old = self.master
         began = time.monotonic()
@@ -254,10 +258,11 @@ class SentinelGroup:
                 if srv.port != port and not replica_synced(srv.port):
                     return None
             for srv in self._sentinels:
+                # Split command names: raw replies, not redis-py's parsed shapes.
                 with probe(srv.port) as conn:
-                    replicas = conn.execute_command("SENTINEL REPLICAS", self.service)
-                    others = conn.execute_command("SENTINEL SENTINELS", self.service)
-                up = [r for r in map(_pairs, replicas) if "s_down" not in r.get("flags", "")]
+                    replicas = conn.execute_command("SENTINEL", "REPLICAS", self.service)
+                    others = conn.execute_command("SENTINEL", "SENTINELS", self.service)
+                up = [r for r in map(_pairs, replicas) if "s_down" not in r["flags"]]
                 if len(up) != n_replicas or len(others) != n_sentinels - 1:
                     return None
             return True
@@ -281,16 +286,25 @@ class SentinelGroup:
                     conn.execute_command("REPLICAOF", HOST, master_port)
 
     def _agreed_master_port(self) -> int | None:
-        """The master port every running sentinel names, or None if they differ."""
+        """The master port every running sentinel reports, or None while they differ.
+
+        Reads ``SENTINEL MASTER`` (what redis-py's ``discover_master`` reads, via SENTINEL
+        MASTERS), not GET-MASTER-ADDR-BY-NAME: during a failover the leader already answers
+        the latter with the promoted replica while its SENTINEL MASTER still shows the old
+        master, so clients would be sent back there. A sentinel still failing over, or that
+        sees the master down, also counts as "no agreement yet".
+        """
         ports = set()
         for srv in self._sentinels:
             if not srv.running:
                 continue
             with probe(srv.port) as conn:
-                addr = conn.execute_command("SENTINEL GET-MASTER-ADDR-BY-NAME", self.service)
-            if not addr:
+                # Split command name: the raw reply, not redis-py's parsed shape.
+                state = _pairs(conn.execute_command("SENTINEL", "MASTER", self.service))
+            flags = set(str(state["flags"]).split(","))
+            if flags & {"failover_in_progress", "s_down", "o_down"}:
                 return None
-            ports.add(int(addr[1]))
+            ports.add(int(state["port"]))
         return ports.pop() if len(ports) == 1 else None
 
     def _server_on(self, port: int) -> RedisServer:
