@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+import ssl
+import subprocess
 from collections.abc import Callable
 
 import pytest
@@ -86,3 +89,27 @@ def test_acl_user_arguments_are_checked(server: RedisServer) -> None:
         acl_user(admin, "u", "+get")
     with server.client() as admin, pytest.raises(ValueError, match="username"):
         acl_user(admin, "bad name", ["+get"])
+
+
+def test_generated_certificates_chain_to_the_ca_and_match_their_keys(tls_files: TLSFiles) -> None:
+    """Runs even where the server has no TLS: the files the TLS fixture would use are sound."""
+    context = ssl.create_default_context(cafile=str(tls_files.ca_cert))
+    context.load_cert_chain(str(tls_files.client_cert), str(tls_files.client_key))
+    context.load_cert_chain(str(tls_files.server_cert), str(tls_files.server_key))
+    openssl = shutil.which("openssl")
+    assert openssl is not None
+    for cert in (tls_files.server_cert, tls_files.client_cert):
+        done = subprocess.run(
+            [openssl, "verify", "-CAfile", str(tls_files.ca_cert), str(cert)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert done.returncode == 0, done.stderr
+    text = subprocess.run(
+        [openssl, "x509", "-in", str(tls_files.server_cert), "-noout", "-ext", "subjectAltName"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
+    assert "IP Address:127.0.0.1" in text
