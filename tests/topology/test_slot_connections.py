@@ -27,10 +27,16 @@ def test_twin_wait_on_another_connection_says_nothing_about_the_write(
     cluster: RedisClusterServers, cluster_client: redis.cluster.RedisCluster
 ) -> None:
     """With the replica frozen, only the writing connection's WAIT sees 0 acknowledgements;
-    a WAIT on any other connection answers 1 at once (it has no writes of its own)."""
+    a WAIT on another connection answers 1 at once: it vouches for nothing of our write."""
     master = cluster.master_of(KEY)
     (replica,) = cluster.replicas_of(master)
     writer, other = master.client(), master.client()
+    # ``other`` runs its last command before the writes: redis < 7.2 sets a connection's
+    # WAIT offset to the master's offset after *every* command (7.2+, valkey: after its own
+    # writes only), so on 7.0 a command after the write would make it wait for the write.
+    assert other.ping()
+    writer.set(KEY, "before")
+    assert writer.execute_command("WAIT", 1, 5000) == 1  # the replica has everything so far
     replica.pause()
     try:
         writer.set(KEY, "token")
