@@ -8,13 +8,17 @@
 The asyncio API has the same names in :mod:`redlease.asyncio`.
 """
 
+from ._core.fencing import FencedRecord
 from ._core.inventory import Reservation, Stock
 from ._core.ratelimit import RateLimit
+from ._sync.fencing import FencedStore
 from ._sync.inventory import Inventory
 from ._sync.lock import Lock, RLock
 from ._sync.ratelimit import RateLimiter
 from ._sync.redlock import Redlock
 from .errors import (
+    FencedStoreUnavailable,
+    FencingError,
     InventoryError,
     InventoryUnavailable,
     LimitExceeded,
@@ -31,11 +35,16 @@ from .errors import (
     RateLimitUnavailable,
     RedleaseError,
     SoldOut,
+    StaleFence,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "FencedRecord",
+    "FencedStore",
+    "FencedStoreUnavailable",
+    "FencingError",
     "Inventory",
     "InventoryError",
     "InventoryUnavailable",
@@ -59,6 +68,7 @@ __all__ = [
     "Redlock",
     "Reservation",
     "SoldOut",
+    "StaleFence",
     "Stock",
     "__version__",
 ]

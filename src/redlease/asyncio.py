@@ -10,14 +10,18 @@ Every method that talks to Redis is a coroutine (``acquire``, ``release``, ``ext
 that acquired them.
 """
 
+from ._async.fencing import AsyncFencedStore as FencedStore
 from ._async.inventory import AsyncInventory as Inventory
 from ._async.lock import AsyncLock as Lock
 from ._async.lock import AsyncRLock as RLock
 from ._async.ratelimit import AsyncRateLimiter as RateLimiter
 from ._async.redlock import AsyncRedlock as Redlock
+from ._core.fencing import FencedRecord
 from ._core.inventory import Reservation, Stock
 from ._core.ratelimit import RateLimit
 from .errors import (
+    FencedStoreUnavailable,
+    FencingError,
     InventoryError,
     InventoryUnavailable,
     LimitExceeded,
@@ -34,9 +38,14 @@ from .errors import (
     RateLimitUnavailable,
     RedleaseError,
     SoldOut,
+    StaleFence,
 )
 
 __all__ = [
+    "FencedRecord",
+    "FencedStore",
+    "FencedStoreUnavailable",
+    "FencingError",
     "Inventory",
     "InventoryError",
     "InventoryUnavailable",
@@ -60,5 +69,6 @@ __all__ = [
     "Redlock",
     "Reservation",
     "SoldOut",
+    "StaleFence",
     "Stock",
 ]
