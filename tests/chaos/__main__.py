@@ -10,6 +10,7 @@ Exit status: 0 if no stale write was accepted (fenced) and the run completed, 1 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from .harness import ChaosConfig, run, summary
@@ -30,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kinds", help="comma-separated fault kinds (default: all)")
     parser.add_argument("--history", help="keep the history files in this directory")
     args = parser.parse_args(argv)
+    # SIGTERM (timeout, kill) must run the same clean-up as Ctrl-C: stop workers and servers.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     config = ChaosConfig(
         target=args.target,
         seed=args.seed,

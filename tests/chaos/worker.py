@@ -101,7 +101,8 @@ def _one(
         time.sleep(rng.uniform(0.01, 0.05))
         return False
     fence = lock.fence
-    _log(out, ev="acq", w=w, h=hold, name=name, fence=fence, t=_now(resource))
+    validity = getattr(lock, "validity", None)  # Redlock: what is left of the lease (s)
+    _log(out, ev="acq", w=w, h=hold, name=name, fence=fence, t=_now(resource), v=validity)
     state[config.slot] = WORKING
     time.sleep(config.work * rng.uniform(0.5, 1.5))  # the window a pause lands in
     value = f"{w}:{hold}:{fence}"
