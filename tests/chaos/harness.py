@@ -100,6 +100,7 @@ class _Run:
         self.generation = [0] * config.workers
         self.procs_lock = threading.Lock()
         self.injected: Counter[str] = Counter()
+        self._local = threading.local()  # per lane: server time the current fault started
         self.fault_lines: list[str] = []
         self.notes: list[str] = []
         self.rng = random.Random(config.seed)
@@ -178,11 +179,11 @@ class _Run:
                     return
                 if planned.kind not in kinds:
                     continue
-                start = self._now(clock)
+                self._local.start = self._now(clock)  # a holder fault moves it to the signal
                 target = self._apply(planned)
                 if target is None:
                     continue
-                end = self._now(clock)
+                start, end = self._local.start, self._now(clock)
                 self.injected[planned.kind] += 1
                 self.fault_lines.append(
                     f'{{"ev":"fault","kind":"{planned.kind}","start":{start},"end":{end},'
@@ -235,6 +236,8 @@ class _Run:
             proc = self.procs[slot]
         if proc is None or proc.pid is None:
             return None
+        with self.resource.client() as clock:
+            self._local.start = self._now(clock)  # the fault starts now, not the search
         if f.kind == "pause":
             os.kill(proc.pid, signal.SIGSTOP)
             self._sleep(f.length)
