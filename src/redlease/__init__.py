@@ -15,14 +15,18 @@ from ._compat import check_redis_version
 
 check_redis_version()  # before anything else: an unsupported redis-py fails here, clearly
 
+from ._core.fencing import FencedRecord
 from ._core.inventory import Reservation, Stock
 from ._core.lock import LockInfo
 from ._core.ratelimit import RateLimit
+from ._sync.fencing import FencedStore
 from ._sync.inventory import Inventory
 from ._sync.lock import Lock, RLock
 from ._sync.ratelimit import RateLimiter
 from ._sync.redlock import Redlock
 from .errors import (
+    FencedStoreUnavailable,
+    FencingError,
     ForeignData,
     InventoryError,
     InventoryUnavailable,
@@ -40,12 +44,17 @@ from .errors import (
     RateLimitUnavailable,
     RedleaseError,
     SoldOut,
+    StaleFence,
     Unavailable,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "FencedRecord",
+    "FencedStore",
+    "FencedStoreUnavailable",
+    "FencingError",
     "ForeignData",
     "Inventory",
     "InventoryError",
@@ -71,6 +80,7 @@ __all__ = [
     "Redlock",
     "Reservation",
     "SoldOut",
+    "StaleFence",
     "Stock",
     "Unavailable",
     "__version__",

@@ -12,15 +12,19 @@ Every method that talks to Redis is a coroutine (``acquire``, ``release``, ``ext
 that acquired them.
 """
 
+from ._async.fencing import AsyncFencedStore as FencedStore
 from ._async.inventory import AsyncInventory as Inventory
 from ._async.lock import AsyncLock as Lock
 from ._async.lock import AsyncRLock as RLock
 from ._async.ratelimit import AsyncRateLimiter as RateLimiter
 from ._async.redlock import AsyncRedlock as Redlock
+from ._core.fencing import FencedRecord
 from ._core.inventory import Reservation, Stock
 from ._core.lock import LockInfo
 from ._core.ratelimit import RateLimit
 from .errors import (
+    FencedStoreUnavailable,
+    FencingError,
     ForeignData,
     InventoryError,
     InventoryUnavailable,
@@ -38,10 +42,15 @@ from .errors import (
     RateLimitUnavailable,
     RedleaseError,
     SoldOut,
+    StaleFence,
     Unavailable,
 )
 
 __all__ = [
+    "FencedRecord",
+    "FencedStore",
+    "FencedStoreUnavailable",
+    "FencingError",
     "ForeignData",
     "Inventory",
     "InventoryError",
@@ -67,6 +76,7 @@ __all__ = [
     "Redlock",
     "Reservation",
     "SoldOut",
+    "StaleFence",
     "Stock",
     "Unavailable",
 ]
