@@ -13,6 +13,7 @@ The asyncio API has the same names in :mod:`redlease.asyncio`.
 from ._core.inventory import Reservation, Stock
 from ._core.lock import LockInfo
 from ._core.ratelimit import RateLimit
+from ._sync.closing import close, closing
 from ._sync.inventory import Inventory
 from ._sync.lock import Lock, RLock
 from ._sync.ratelimit import RateLimiter
@@ -69,4 +70,6 @@ __all__ = [
     "Stock",
     "Unavailable",
     "__version__",
+    "close",
+    "closing",
 ]

@@ -12,6 +12,7 @@ Every method that talks to Redis is a coroutine (``acquire``, ``release``, ``ext
 that acquired them.
 """
 
+from ._async.closing import close, closing
 from ._async.inventory import AsyncInventory as Inventory
 from ._async.lock import AsyncLock as Lock
 from ._async.lock import AsyncRLock as RLock
@@ -69,4 +70,6 @@ __all__ = [
     "SoldOut",
     "Stock",
     "Unavailable",
+    "close",
+    "closing",
 ]

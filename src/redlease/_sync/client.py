@@ -27,6 +27,7 @@ class with the same methods.
 from __future__ import annotations
 
 import inspect
+import logging
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -36,9 +37,10 @@ from typing import Any
 
 import redis
 import redis.exceptions
-from redis.exceptions import NoScriptError, RedisError, ResponseError
+from redis.exceptions import ConnectionError, NoScriptError, RedisError, ResponseError, TimeoutError
 
 from .._core.scripts import Script
+from .._logging import record
 from .._synchronization import Reads
 
 __all__ = ["Backend", "Pending", "backend_for", "check_client"]
@@ -152,6 +154,8 @@ class Backend:
         self._pool = self._private_pool(timeout)
         self._named_checkout = flavor.named_checkout
         self._deadlines: dict[float, Backend] = {}
+        self.closed = False  # set by redlease.close(): every new call raises ConnectionError
+        self._down = False  # the server failed to answer and has not answered since (logged)
 
     def __repr__(self) -> str:
         kwargs = self.client.connection_pool.connection_kwargs
@@ -252,9 +256,13 @@ class Backend:
         # At least a millisecond, so that a reply already in the buffer is still read.
         left = None if timeout is None else max(since + timeout - time.monotonic(), 0.001)
         with self._translated():
-            return Reads.reply(conn, left)
+            reply = Reads.reply(conn, left)
+        if self._root._down:
+            self._root._answered()
+        return reply
 
     def _checkout(self) -> Any:
+        self._refuse_if_closed()
         if self._named_checkout:
             return self._pool.get_connection("EVALSHA")
         return self._pool.get_connection()
@@ -272,6 +280,7 @@ class Backend:
     # -- pub/sub and identity ---------------------------------------------------------------
     def pubsub(self) -> Any:
         """A new pub/sub object on a private connection (never retried by the client)."""
+        self._refuse_if_closed()
         client = self._flavor.client_class(connection_pool=self._private_pool(None))
         return _Subscription(client.pubsub(), self)
 
@@ -298,20 +307,59 @@ class Backend:
         return self._root.identity
 
     def close(self) -> None:
-        """Close the private connections (the user's client is left alone)."""
+        """Refuse new calls and close the private connections (the user's client is left
+        alone); connections in use are closed too, cutting short what they were waiting for."""
+        self.closed = True
         for backend in (self, *self._deadlines.values()):
             backend._pool.disconnect()
 
+    def _refuse_if_closed(self) -> None:
+        if self._root.closed:
+            raise ConnectionError("redlease was closed for this client (redlease.close())")
+
     @contextmanager
     def _translated(self) -> Iterator[None]:
-        """Raise redis-py's exception classes for the client library's own ones."""
-        if not self._flavor.errors:
-            yield
-            return
+        """Raise redis-py's exception classes for the client library's own ones, and log
+        when the server stops answering (once, until it answers again)."""
         try:
-            yield
-        except self._flavor.errors as exc:
-            raise translate(exc) from exc
+            try:
+                yield
+            except self._flavor.errors as exc:  # () for redis-py: nothing to translate
+                raise translate(exc) from exc
+        except (ConnectionError, TimeoutError) as exc:
+            root = self._root
+            if not root._down and not root.closed:
+                root._down = True
+                record(
+                    logging.WARNING,
+                    "server_unavailable",
+                    "Redis server %s is unavailable: %s: %s",
+                    root.address,
+                    type(exc).__name__,
+                    exc,
+                    server=root.address,
+                    error=f"{type(exc).__name__}: {exc}",
+                )
+            raise
+
+    def _answered(self) -> None:
+        """The server answered: log it if it had stopped answering."""
+        if self._down:
+            self._down = False
+            record(
+                logging.INFO,
+                "server_available",
+                "Redis server %s answers again",
+                self.address,
+                server=self.address,
+            )
+
+    @property
+    def address(self) -> str:
+        """Where the server is, for logs: ``host:port`` (or the socket path) and the database."""
+        kwargs = self.client.connection_pool.connection_kwargs
+        where = kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port')}"
+        return f"{where}/{kwargs.get('db', 0) or 0}"
 
 
 class _Subscription:
@@ -330,8 +378,10 @@ class _Subscription:
             return self._pubsub.get_message(timeout=timeout)
 
     def close(self) -> None:
+        """Close the subscription and its private pool."""
         with self._backend._translated():
             self._pubsub.close()
+            self._pubsub.connection_pool.disconnect()
 
 
 def info_field(info: bytes | str, field: str) -> str:
