@@ -52,6 +52,7 @@ class AsyncRuntime:
         if self.closed:
             return
         self.closed = True
+        self.backend.closed = True  # first: a waiter woken below must not subscribe again
         await self._at_shutdown.aclose()
         if self.scope != AsyncBackground.scope():
             return  # another process' or event loop's: nothing of it can be closed from here

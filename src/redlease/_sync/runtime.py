@@ -53,6 +53,7 @@ class Runtime:
         if self.closed:
             return
         self.closed = True
+        self.backend.closed = True  # first: a waiter woken below must not subscribe again
         self._at_shutdown.close()
         if self.scope != Background.scope():
             return  # another process' or event loop's: nothing of it can be closed from here
