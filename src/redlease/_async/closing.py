@@ -31,9 +31,11 @@ async def close(client: object) -> None:
     logged as a warning (``held_at_close``) and runs out within its ``ttl``, unless its holder
     releases it first (``release()`` still works). Release your locks before closing.
 
-    A call already waiting on this client (another thread's or task's ``acquire()``) fails with
-    the primitive's ``*Unavailable`` error. Using the client with redlease again afterwards
-    starts afresh, as a closed redis-py client reconnects: close it again when done.
+    Close once your calls on this client are done. A call still in progress in another thread
+    or task may fail with the primitive's ``*Unavailable`` error, and whatever it does after
+    the close (its clean-up included) reopens what it needs. Using the client with redlease
+    again afterwards starts afresh, as a closed redis-py client reconnects: close it again
+    when done.
 
     Waits at most one socket timeout of the client (5 s if it has none) for a background
     thread in the middle of a call. For a :class:`~redlease.Redlock`, close each of its clients.

@@ -99,6 +99,6 @@ def detach(target: Any) -> AsyncRuntime | None:
         else:
             client = target
             runtime = getattr(client, _ATTRIBUTE, None)
-        if client is not None and getattr(client, _ATTRIBUTE, None) is runtime:
+        if runtime is not None and getattr(client, _ATTRIBUTE, None) is runtime:
             delattr(client, _ATTRIBUTE)
     return runtime if isinstance(runtime, AsyncRuntime) else None

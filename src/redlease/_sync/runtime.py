@@ -100,6 +100,6 @@ def detach(target: Any) -> Runtime | None:
         else:
             client = target
             runtime = getattr(client, _ATTRIBUTE, None)
-        if client is not None and getattr(client, _ATTRIBUTE, None) is runtime:
+        if runtime is not None and getattr(client, _ATTRIBUTE, None) is runtime:
             delattr(client, _ATTRIBUTE)
     return runtime if isinstance(runtime, Runtime) else None
