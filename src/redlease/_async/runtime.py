@@ -63,6 +63,7 @@ class AsyncRuntime:
         await self.hub.aclose(bound)
         await self.backend.aclose()  # cuts short a renewal still waiting for its reply
         await self.renewer.join(bound)
+        await self.backend.aclose()  # again: a call cut short may have reconnected its socket
         now = time.monotonic()
         for holding in held:
             if holding.active:

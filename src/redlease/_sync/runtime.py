@@ -64,6 +64,7 @@ class Runtime:
         self.hub.close(bound)
         self.backend.close()  # cuts short a renewal still waiting for its reply
         self.renewer.join(bound)
+        self.backend.close()  # again: a call cut short may have reconnected its socket
         now = time.monotonic()
         for holding in held:
             if holding.active:
