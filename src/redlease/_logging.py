@@ -7,24 +7,8 @@ for log pipelines (``extra=``, every key prefixed ``redlease_``): ``redlease_eve
 and, as they apply, ``redlease_primitive``, ``redlease_name``, ``redlease_fence``,
 ``redlease_server``, ``redlease_error``.
 
-===========================  =======  =======================================================
-``redlease_event``           level    when
-===========================  =======  =======================================================
-``lease_lost``               WARNING  the watchdog found a lease gone, or it ran out while
-                                      renewals failed, or ``release()`` found it gone
-``renewal_failed``           WARNING  a renewal got no answer; it is retried until the lease
-                                      is surely over
-``server_unavailable``       WARNING  a server stopped answering (once, until it answers)
-``server_available``         INFO     ... and answers again
-``handoff_skipped``          INFO     a waiter of this process tries the lock because the
-                                      waiter ahead of it missed its turn (dead or too slow):
-                                      the script skips it
-``handoff_to_gone_waiter``   INFO     the lock was handed to a waiter this process no longer
-                                      has; its turn lapses after the hand-off window
-``held_at_close``            WARNING  ``close()`` found a lease still held: it is no longer
-                                      renewed and runs out within its ttl
-``on_lost_failed``           ERROR    an ``on_lost`` callback raised
-===========================  =======  =======================================================
+The events, their levels and fields are listed in ``docs/reference/operating.rst``; every
+record is made by :func:`record`, most through :mod:`redlease._observe`.
 """
 
 from __future__ import annotations

@@ -9,14 +9,12 @@ program that is done with a client closes them at once with :func:`close`.
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Generic, TypeVar
+from typing import Any
 
 from .client import check_client
 from .runtime import detach
 
 __all__ = ["AsyncClosing", "close", "closing"]
-
-C = TypeVar("C")
 
 
 async def close(client: object) -> None:
@@ -46,14 +44,15 @@ async def close(client: object) -> None:
         await runtime.aclose()
 
 
-class AsyncClosing(Generic[C]):
-    """The context manager :func:`closing` returns: gives the client, closes on exit."""
+class AsyncClosing:
+    """What ``closing()`` returns: a context manager that gives the client and calls
+    ``close()`` for it on exit."""
 
-    def __init__(self, client: C) -> None:
+    def __init__(self, client: Any) -> None:
         check_client(client)
         self.client = client
 
-    async def __aenter__(self) -> C:
+    async def __aenter__(self) -> Any:
         return self.client
 
     async def __aexit__(
@@ -65,7 +64,7 @@ class AsyncClosing(Generic[C]):
         await close(self.client)
 
 
-def closing(client: C) -> AsyncClosing[C]:
+def closing(client: Any) -> AsyncClosing:
     """``with closing(client) as client:``: :func:`close` the client for redlease on exit.
 
     Only what redlease made is closed; open and close your client around it, e.g.

@@ -10,14 +10,12 @@ program that is done with a client closes them at once with :func:`close`.
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Generic, TypeVar
+from typing import Any
 
 from .client import check_client
 from .runtime import detach
 
 __all__ = ["Closing", "close", "closing"]
-
-C = TypeVar("C")
 
 
 def close(client: object) -> None:
@@ -47,14 +45,15 @@ def close(client: object) -> None:
         runtime.close()
 
 
-class Closing(Generic[C]):
-    """The context manager :func:`closing` returns: gives the client, closes on exit."""
+class Closing:
+    """What ``closing()`` returns: a context manager that gives the client and calls
+    ``close()`` for it on exit."""
 
-    def __init__(self, client: C) -> None:
+    def __init__(self, client: Any) -> None:
         check_client(client)
         self.client = client
 
-    def __enter__(self) -> C:
+    def __enter__(self) -> Any:
         return self.client
 
     def __exit__(
@@ -66,7 +65,7 @@ class Closing(Generic[C]):
         close(self.client)
 
 
-def closing(client: C) -> Closing[C]:
+def closing(client: Any) -> Closing:
     """``with closing(client) as client:``: :func:`close` the client for redlease on exit.
 
     Only what redlease made is closed; open and close your client around it, e.g.
