@@ -19,6 +19,7 @@ from ._core.fencing import FencedRecord
 from ._core.inventory import Reservation, Stock
 from ._core.lock import LockInfo
 from ._core.ratelimit import RateLimit
+from ._sync.closing import close, closing
 from ._sync.fencing import FencedStore
 from ._sync.inventory import Inventory
 from ._sync.lock import Lock, RLock
@@ -84,4 +85,6 @@ __all__ = [
     "Stock",
     "Unavailable",
     "__version__",
+    "close",
+    "closing",
 ]

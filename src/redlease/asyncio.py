@@ -12,6 +12,7 @@ Every method that talks to Redis is a coroutine (``acquire``, ``release``, ``ext
 that acquired them.
 """
 
+from ._async.closing import close, closing
 from ._async.fencing import AsyncFencedStore as FencedStore
 from ._async.inventory import AsyncInventory as Inventory
 from ._async.lock import AsyncLock as Lock
@@ -79,4 +80,6 @@ __all__ = [
     "StaleFence",
     "Stock",
     "Unavailable",
+    "close",
+    "closing",
 ]

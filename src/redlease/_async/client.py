@@ -25,6 +25,7 @@ class with the same methods.
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -34,10 +35,11 @@ from typing import Any
 
 import redis.asyncio
 import redis.exceptions
-from redis.exceptions import NoScriptError, RedisError, ResponseError
+from redis.exceptions import ConnectionError, NoScriptError, RedisError, ResponseError, TimeoutError
 
 from .._compat import AsyncConnections, private_kwargs
 from .._core.scripts import Script
+from .._logging import record
 
 __all__ = ["AsyncBackend", "Pending", "backend_for", "check_client"]
 
@@ -146,6 +148,8 @@ class AsyncBackend:
         value = self._pool.connection_kwargs.get("socket_timeout")
         self._socket_timeout = None if value is None else float(value)
         self._deadlines: dict[float, AsyncBackend] = {}
+        self.closed = False  # set by redlease.close(): every new call raises ConnectionError
+        self._down = False  # the server failed to answer and has not answered since (logged)
 
     def __repr__(self) -> str:
         kwargs = self.client.connection_pool.connection_kwargs
@@ -201,13 +205,18 @@ class AsyncBackend:
         try:
             conn = await self._checkout()
         except self._foreign as exc:
-            raise translate(exc) from exc
+            raise self._failed(translate(exc)) from exc
+        except (ConnectionError, TimeoutError) as exc:
+            self._failed(exc)
+            raise
         try:
             await conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
         except BaseException as exc:
             await self._discard(conn)
             if isinstance(exc, self._foreign):
-                raise translate(exc) from exc
+                raise self._failed(translate(exc)) from exc
+            if isinstance(exc, (ConnectionError, TimeoutError)):
+                self._failed(exc)
             raise
         return Pending(conn, script, keys, args, time.monotonic())
 
@@ -245,11 +254,18 @@ class AsyncBackend:
         # At least a millisecond, so that a reply already in the buffer is still read.
         left = None if timeout is None else max(since + timeout - time.monotonic(), 0.001)
         try:
-            return await AsyncConnections.read(conn, left)
+            reply = await AsyncConnections.read(conn, left)
         except self._foreign as exc:
-            raise translate(exc) from exc
+            raise self._failed(translate(exc)) from exc
+        except (ConnectionError, TimeoutError) as exc:
+            self._failed(exc)
+            raise
+        if self._root._down:
+            self._root._answered()
+        return reply
 
     async def _checkout(self) -> Any:
+        self._refuse_if_closed()
         return await AsyncConnections.get(self._pool)
 
     async def abandon(self, pending: Pending) -> None:
@@ -265,6 +281,7 @@ class AsyncBackend:
     # -- pub/sub and identity ---------------------------------------------------------------
     def pubsub(self) -> Any:
         """A new pub/sub object on a private connection (never retried by the client)."""
+        self._refuse_if_closed()
         client = self._flavor.client_class(connection_pool=self._private_pool(None))
         return _Subscription(client.pubsub(), self)
 
@@ -291,20 +308,63 @@ class AsyncBackend:
         return self._root.identity
 
     async def aclose(self) -> None:
-        """Close the private connections (the user's client is left alone)."""
+        """Refuse new calls and close the private connections (the user's client is left
+        alone); connections in use are closed too, cutting short what they were waiting for."""
+        self.closed = True
         for backend in (self, *self._deadlines.values()):
             await backend._pool.disconnect()
 
+    def _refuse_if_closed(self) -> None:
+        if self._root.closed:
+            raise ConnectionError("redlease was closed for this client (redlease.close())")
+
+    def _failed(self, exc: BaseException) -> BaseException:
+        """Log, once until it answers again, that the server stopped answering; ``exc``."""
+        root = self._root
+        if isinstance(exc, (ConnectionError, TimeoutError)) and not root._down and not root.closed:
+            root._down = True
+            record(
+                logging.WARNING,
+                "server_unavailable",
+                "Redis server %s is unavailable: %s: %s",
+                root.address,
+                type(exc).__name__,
+                exc,
+                server=root.address,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+        return exc
+
     @contextmanager
     def _translated(self) -> Iterator[None]:
-        """Raise redis-py's exception classes for the client library's own ones."""
-        if not self._flavor.errors:
-            yield
-            return
+        """Raise redis-py's exception classes for the client library's own ones, and log
+        when the server stops answering (once, until it answers again)."""
         try:
             yield
-        except self._flavor.errors as exc:
-            raise translate(exc) from exc
+        except self._foreign as exc:  # () for redis-py: nothing to translate
+            raise self._failed(translate(exc)) from exc
+        except (ConnectionError, TimeoutError) as exc:
+            self._failed(exc)
+            raise
+
+    def _answered(self) -> None:
+        """The server answered: log it if it had stopped answering."""
+        if self._down:
+            self._down = False
+            record(
+                logging.INFO,
+                "server_available",
+                "Redis server %s answers again",
+                self.address,
+                server=self.address,
+            )
+
+    @property
+    def address(self) -> str:
+        """Where the server is, for logs: ``host:port`` (or the socket path) and the database."""
+        kwargs = self.client.connection_pool.connection_kwargs
+        where = kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port')}"
+        return f"{where}/{kwargs.get('db', 0) or 0}"
 
 
 class _Subscription:
@@ -323,8 +383,10 @@ class _Subscription:
             return await self._pubsub.get_message(timeout=timeout)
 
     async def aclose(self) -> None:
+        """Close the subscription and its private pool."""
         with self._backend._translated():
             await self._pubsub.aclose()
+            await self._pubsub.connection_pool.disconnect()
 
 
 def info_field(info: bytes | str, field: str) -> str:
