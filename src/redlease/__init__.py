@@ -13,27 +13,41 @@ The asyncio API has the same names in :mod:`redlease.asyncio`.
 from ._core.inventory import Reservation, Stock
 from ._core.lock import LockInfo
 from ._core.ratelimit import RateLimit
+from ._core.semaphore import SemaphoreInfo
 from ._sync.inventory import Inventory
 from ._sync.lock import Lock, RLock
 from ._sync.ratelimit import RateLimiter
 from ._sync.redlock import Redlock
+from ._sync.semaphore import Semaphore
 from .errors import (
+    ElectionError,
+    ElectionUnavailable,
     ForeignData,
     InventoryError,
     InventoryUnavailable,
+    LatchError,
+    LatchUnavailable,
+    LeadershipLost,
     LimitExceeded,
     LockError,
     LockLost,
     LockNotOwned,
     LockUnavailable,
+    LockUpgradeError,
+    NoPermit,
     NotAcquired,
+    NotLeader,
     OrderClosed,
     OrderConflict,
     OrderNotFound,
+    PermitLost,
+    PermitNotHeld,
     QuorumUnavailable,
     RateLimitError,
     RateLimitUnavailable,
     RedleaseError,
+    SemaphoreError,
+    SemaphoreUnavailable,
     SoldOut,
     Unavailable,
 )
@@ -41,10 +55,15 @@ from .errors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "ElectionError",
+    "ElectionUnavailable",
     "ForeignData",
     "Inventory",
     "InventoryError",
     "InventoryUnavailable",
+    "LatchError",
+    "LatchUnavailable",
+    "LeadershipLost",
     "LimitExceeded",
     "Lock",
     "LockError",
@@ -52,10 +71,15 @@ __all__ = [
     "LockLost",
     "LockNotOwned",
     "LockUnavailable",
+    "LockUpgradeError",
+    "NoPermit",
     "NotAcquired",
+    "NotLeader",
     "OrderClosed",
     "OrderConflict",
     "OrderNotFound",
+    "PermitLost",
+    "PermitNotHeld",
     "QuorumUnavailable",
     "RLock",
     "RateLimit",
@@ -65,6 +89,10 @@ __all__ = [
     "RedleaseError",
     "Redlock",
     "Reservation",
+    "Semaphore",
+    "SemaphoreError",
+    "SemaphoreInfo",
+    "SemaphoreUnavailable",
     "SoldOut",
     "Stock",
     "Unavailable",

@@ -49,6 +49,12 @@ PINNED = {
     "ratelimit_reset": "e9160168138bfa9034ed30d515cdfb21960c7b05",
     "release": "ae3ac8f6b50fb6e6d56a6377e85f255ad0453705",
     "renew": "da429cca1a62b1a8dfd3a19af61b597c7dbe7857",
+    "semaphore_set_permits": "5e84de4c64a8c50b66f838a95e6995f5add26d1e",
+    "shared_acquire": "04c34042d6f0119f580de38741a8fc04fc3f0a2a",
+    "shared_inspect": "b6287c095a095c4e540e0d01da526eb8bb7733ce",
+    "shared_leave": "5ae4c27d80b7851392b1d26d24fe0c1ef6a88658",
+    "shared_release": "f30ae4c274c5ef81682101dda3abe2d4624b00c4",
+    "shared_renew": "169a3968ae89f34587ffdafa728c54bb80aaee0e",
 }
 """Script name -> SHA1 of its source, as loaded. Update a literal only with the script edit."""
 LUA = resources.files("redlease").joinpath("lua")
