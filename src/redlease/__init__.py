@@ -11,10 +11,12 @@ The asyncio API has the same names in :mod:`redlease.asyncio`.
 """
 
 from ._core.inventory import Reservation, Stock
+from ._core.latch import LatchInfo
 from ._core.lock import LockInfo
 from ._core.ratelimit import RateLimit
 from ._core.semaphore import SemaphoreInfo
 from ._sync.inventory import Inventory
+from ._sync.latch import CountDownLatch
 from ._sync.lock import Lock, RLock
 from ._sync.ratelimit import RateLimiter
 from ._sync.redlock import Redlock
@@ -55,6 +57,7 @@ from .errors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "CountDownLatch",
     "ElectionError",
     "ElectionUnavailable",
     "ForeignData",
@@ -62,6 +65,7 @@ __all__ = [
     "InventoryError",
     "InventoryUnavailable",
     "LatchError",
+    "LatchInfo",
     "LatchUnavailable",
     "LeadershipLost",
     "LimitExceeded",

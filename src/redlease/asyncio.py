@@ -13,12 +13,14 @@ that acquired them.
 """
 
 from ._async.inventory import AsyncInventory as Inventory
+from ._async.latch import AsyncCountDownLatch as CountDownLatch
 from ._async.lock import AsyncLock as Lock
 from ._async.lock import AsyncRLock as RLock
 from ._async.ratelimit import AsyncRateLimiter as RateLimiter
 from ._async.redlock import AsyncRedlock as Redlock
 from ._async.semaphore import AsyncSemaphore as Semaphore
 from ._core.inventory import Reservation, Stock
+from ._core.latch import LatchInfo
 from ._core.lock import LockInfo
 from ._core.ratelimit import RateLimit
 from ._core.semaphore import SemaphoreInfo
@@ -56,6 +58,7 @@ from .errors import (
 )
 
 __all__ = [
+    "CountDownLatch",
     "ElectionError",
     "ElectionUnavailable",
     "ForeignData",
@@ -63,6 +66,7 @@ __all__ = [
     "InventoryError",
     "InventoryUnavailable",
     "LatchError",
+    "LatchInfo",
     "LatchUnavailable",
     "LeadershipLost",
     "LimitExceeded",

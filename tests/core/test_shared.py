@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from redlease import ForeignData, SemaphoreInfo
+from redlease._core.latch import LatchInfo, LatchKeys, decode_wait
+from redlease._core.latch import decode_inspect as latch_inspect
 from redlease._core.semaphore import semaphore_info
 from redlease._core.shared import Holder, SharedKeys, Snapshot, decode_inspect, int_list
 
@@ -42,3 +44,15 @@ def test_semaphore_info_never_reports_negative_availability() -> None:
     assert semaphore_info(snap, "s", 0) == SemaphoreInfo(
         name="s", permits=1, used=2, available=0, waiters=0, mine=0, holders=(1.0, 2.0), fence=4
     )
+
+
+def test_latch_replies() -> None:
+    latch_keys = LatchKeys.build("p", b"l")
+    assert all(k.startswith(b"p:{l}:") for k in latch_keys.in_order())
+    assert decode_wait([1, 4]) == (True, 4)
+    assert latch_inspect([2, 1, 3], "l", latch_keys) == LatchInfo("l", 2, 1, 3)
+    with pytest.raises(ForeignData, match=r"p:\{l\}:waiters"):
+        latch_inspect([-3, 3], "l", latch_keys)
+    for bad in ([2, 1], [b"x", 1]):
+        with pytest.raises(ValueError, match=r"latch_wait\.lua"):
+            decode_wait(bad)
