@@ -10,11 +10,13 @@
 The asyncio API has the same names in :mod:`redlease.asyncio`.
 """
 
+from ._core.election import ElectionInfo, Leader
 from ._core.inventory import Reservation, Stock
 from ._core.latch import LatchInfo
 from ._core.lock import LockInfo
 from ._core.ratelimit import RateLimit
 from ._core.semaphore import SemaphoreInfo
+from ._sync.election import Election
 from ._sync.inventory import Inventory
 from ._sync.latch import CountDownLatch
 from ._sync.lock import Lock, RLock
@@ -58,7 +60,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CountDownLatch",
+    "Election",
     "ElectionError",
+    "ElectionInfo",
     "ElectionUnavailable",
     "ForeignData",
     "Inventory",
@@ -67,6 +71,7 @@ __all__ = [
     "LatchError",
     "LatchInfo",
     "LatchUnavailable",
+    "Leader",
     "LeadershipLost",
     "LimitExceeded",
     "Lock",

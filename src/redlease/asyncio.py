@@ -12,6 +12,7 @@ Every method that talks to Redis is a coroutine (``acquire``, ``release``, ``ext
 that acquired them.
 """
 
+from ._async.election import AsyncElection as Election
 from ._async.inventory import AsyncInventory as Inventory
 from ._async.latch import AsyncCountDownLatch as CountDownLatch
 from ._async.lock import AsyncLock as Lock
@@ -19,6 +20,7 @@ from ._async.lock import AsyncRLock as RLock
 from ._async.ratelimit import AsyncRateLimiter as RateLimiter
 from ._async.redlock import AsyncRedlock as Redlock
 from ._async.semaphore import AsyncSemaphore as Semaphore
+from ._core.election import ElectionInfo, Leader
 from ._core.inventory import Reservation, Stock
 from ._core.latch import LatchInfo
 from ._core.lock import LockInfo
@@ -59,7 +61,9 @@ from .errors import (
 
 __all__ = [
     "CountDownLatch",
+    "Election",
     "ElectionError",
+    "ElectionInfo",
     "ElectionUnavailable",
     "ForeignData",
     "Inventory",
@@ -68,6 +72,7 @@ __all__ = [
     "LatchError",
     "LatchInfo",
     "LatchUnavailable",
+    "Leader",
     "LeadershipLost",
     "LimitExceeded",
     "Lock",

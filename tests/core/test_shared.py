@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from redlease import ForeignData, SemaphoreInfo
+from redlease._core.election import ElectionInfo, Leader, decode_watch, election_info
 from redlease._core.latch import LatchInfo, LatchKeys, decode_wait
 from redlease._core.latch import decode_inspect as latch_inspect
 from redlease._core.semaphore import semaphore_info
@@ -56,3 +57,16 @@ def test_latch_replies() -> None:
     for bad in ([2, 1], [b"x", 1]):
         with pytest.raises(ValueError, match=r"latch_wait\.lua"):
             decode_wait(bad)
+
+
+def test_election_replies() -> None:
+    assert decode_watch([1, 3, b"host"]) == (True, Leader("host", 3), -1)
+    assert decode_watch([1, 0, b""]) == (True, None, -1)
+    assert decode_watch([0, 250]) == (False, None, 250)
+    for bad in ([2, 1], [b"x"], None):
+        with pytest.raises(ValueError, match=r"election_watch\.lua"):
+            decode_watch(bad)
+    snap = Snapshot(1, 1, 2, 7, None, (Holder(b"t", 1.0, 1, b"7 a b"),))
+    assert election_info(snap, "e") == ElectionInfo(
+        name="e", leader=Leader("a b", 7), remaining=1.0, candidates=2, mine=False, last_term=7
+    )

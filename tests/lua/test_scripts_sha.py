@@ -34,6 +34,7 @@ def all_scripts() -> dict[str, Script]:
 SCRIPTS = all_scripts()
 PINNED = {
     "acquire": "1b63b8eb3861abce5f8dccfa2279ddf3613a4579",
+    "election_watch": "e08360bf156edb6c3f8520b2c9038f35166fc15c",
     "extend": "dbe2b8da203a13ef7a56cc3d32d11fb1f221f7ad",
     "fence": "5cdf0e9c5e711464050a9a903e0ebbb8736597b7",
     "inspect": "23cf64285edd41af75afc4ff64408942174c566a",

@@ -39,6 +39,7 @@ __all__ = [
     "Holder",
     "SharedKeys",
     "Snapshot",
+    "as_bytes",
     "decode_acquire",
     "decode_inspect",
     "int_list",
@@ -147,8 +148,13 @@ def decode_inspect(raw: Any, name: str | bytes, keys: SharedKeys) -> Snapshot:
             )
         cap, used, waiters, fence, mine = int_list(raw[0], "shared_inspect.lua", 5)
         holders = tuple(
-            Holder(bytes(t), int(ms) / 1000, int(u), bytes(p)) for t, ms, u, p in raw[1:]
+            Holder(as_bytes(t), int(ms) / 1000, int(u), as_bytes(p)) for t, ms, u, p in raw[1:]
         )
     except (TypeError, ValueError, IndexError) as exc:
         raise ValueError(f"unexpected reply from shared_inspect.lua: {raw!r}") from exc
     return Snapshot(cap, used, waiters, fence, None if mine == -2 else mine / 1000, holders)
+
+
+def as_bytes(value: bytes | str) -> bytes:
+    """A reply's string as bytes (a client may decode responses)."""
+    return value.encode() if isinstance(value, str) else bytes(value)
