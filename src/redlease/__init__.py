@@ -15,6 +15,7 @@ from ._core.inventory import Reservation, Stock
 from ._core.latch import LatchInfo
 from ._core.lock import LockInfo
 from ._core.ratelimit import RateLimit
+from ._core.rwlock import ReadWriteLockInfo
 from ._core.semaphore import SemaphoreInfo
 from ._sync.election import Election
 from ._sync.inventory import Inventory
@@ -22,6 +23,7 @@ from ._sync.latch import CountDownLatch
 from ._sync.lock import Lock, RLock
 from ._sync.ratelimit import RateLimiter
 from ._sync.redlock import Redlock
+from ._sync.rwlock import ReadWriteLock
 from ._sync.semaphore import Semaphore
 from .errors import (
     ElectionError,
@@ -95,6 +97,8 @@ __all__ = [
     "RateLimitError",
     "RateLimitUnavailable",
     "RateLimiter",
+    "ReadWriteLock",
+    "ReadWriteLockInfo",
     "RedleaseError",
     "Redlock",
     "Reservation",

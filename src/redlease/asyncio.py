@@ -19,12 +19,14 @@ from ._async.lock import AsyncLock as Lock
 from ._async.lock import AsyncRLock as RLock
 from ._async.ratelimit import AsyncRateLimiter as RateLimiter
 from ._async.redlock import AsyncRedlock as Redlock
+from ._async.rwlock import AsyncReadWriteLock as ReadWriteLock
 from ._async.semaphore import AsyncSemaphore as Semaphore
 from ._core.election import ElectionInfo, Leader
 from ._core.inventory import Reservation, Stock
 from ._core.latch import LatchInfo
 from ._core.lock import LockInfo
 from ._core.ratelimit import RateLimit
+from ._core.rwlock import ReadWriteLockInfo
 from ._core.semaphore import SemaphoreInfo
 from .errors import (
     ElectionError,
@@ -96,6 +98,8 @@ __all__ = [
     "RateLimitError",
     "RateLimitUnavailable",
     "RateLimiter",
+    "ReadWriteLock",
+    "ReadWriteLockInfo",
     "RedleaseError",
     "Redlock",
     "Reservation",

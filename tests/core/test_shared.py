@@ -8,8 +8,9 @@ from redlease import ForeignData, SemaphoreInfo
 from redlease._core.election import ElectionInfo, Leader, decode_watch, election_info
 from redlease._core.latch import LatchInfo, LatchKeys, decode_wait
 from redlease._core.latch import decode_inspect as latch_inspect
+from redlease._core.rwlock import ReadWriteLockInfo, rwlock_info
 from redlease._core.semaphore import semaphore_info
-from redlease._core.shared import Holder, SharedKeys, Snapshot, decode_inspect, int_list
+from redlease._core.shared import EVERYTHING, Holder, SharedKeys, Snapshot, decode_inspect, int_list
 
 
 def test_keys_share_one_hash_tag_in_script_order() -> None:
@@ -69,4 +70,13 @@ def test_election_replies() -> None:
     snap = Snapshot(1, 1, 2, 7, None, (Holder(b"t", 1.0, 1, b"7 a b"),))
     assert election_info(snap, "e") == ElectionInfo(
         name="e", leader=Leader("a b", 7), remaining=1.0, candidates=2, mine=False, last_term=7
+    )
+
+
+def test_rwlock_info_tells_the_writer_from_readers() -> None:
+    writer = Holder(b"w", 1.0, EVERYTHING, b"")
+    reader = Holder(b"r", 2.0, 1, b"")
+    snap = Snapshot(EVERYTHING, EVERYTHING + 1, 1, 5, None, (writer, reader))
+    assert rwlock_info(snap, "rw") == ReadWriteLockInfo(
+        name="rw", readers=1, writer=True, waiters=1, fence=5, leases=(1.0, 2.0)
     )

@@ -52,8 +52,11 @@ LEAVE = load("shared_leave", prelude=_LIBS)
 RENEW = load("shared_renew", prelude=("lock_lib",))
 INSPECT = load("shared_inspect", prelude=_LIBS)
 
-EVERYTHING = 2**50
-"""The capacity of a resource whose holders ask for one unit or for all of them (a writer)."""
+EVERYTHING = 10**12
+"""The capacity of a resource whose holders ask for one unit or for all of them (a writer).
+
+Lua prints numbers with 14 significant digits when it stores them (HSET): 2**50 would come
+back smaller than itself, and a writer would then leave room for a reader. 10**12 is exact."""
 
 
 @dataclass(frozen=True)
