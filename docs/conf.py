@@ -68,6 +68,8 @@ nitpick_ignore_regex = [("py:class", r"redis\.[\w.]+")]
 nitpick_ignore = [
     ("py:class", "collections.abc.Callable"),
     ("py:class", "collections.abc.Sequence"),
+    ("py:class", "collections.abc.Iterator"),
+    ("py:class", "collections.abc.AsyncIterator"),
     ("py:class", "argparse.ArgumentParser"),
 ]
 
