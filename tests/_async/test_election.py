@@ -155,3 +155,13 @@ async def _seen(seen: list[Any], n: int) -> bool:
 
 async def _truthy(value: list[str]) -> bool:
     return bool(value)
+
+
+async def test_a_leader_that_lost_may_campaign_again(async_client: redis.asyncio.Redis) -> None:
+    election = redlease.Election(async_client, "again", ttl=0.3, renew=False)
+    assert await election.campaign("a")
+    first = election.term or 0
+    await AsyncTasks.sleep(0.5)  # the lease ran out (no watchdog)
+    assert await election.campaign("a", timeout=5)
+    assert (election.term or 0) > first
+    await election.resign()

@@ -293,3 +293,16 @@ async def _truthy(value: list[str]) -> bool:
 
 async def _processed(client: redis.asyncio.Redis) -> int:
     return int((await client.info("stats"))["total_commands_processed"])
+
+
+async def test_lowering_permits_withdraws_reservations_that_no_longer_fit(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    sem = redlease.Semaphore(async_client, "shrink", 2)
+    assert await sem.acquire()
+    k = keys("shrink")
+    await async_client.zadd(k.queue, {b"dead.waiter": 0})
+    await async_client.zadd(k.granted, {b"dead.waiter": 2**40})  # reserved, far in the future
+    await sem.set_permits(1)  # 1 held of 1: the reservation no longer fits
+    assert await async_client.zcard(k.granted) == 0
+    await sem.release()

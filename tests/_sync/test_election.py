@@ -156,3 +156,13 @@ def _seen(seen: list[Any], n: int) -> bool:
 
 def _truthy(value: list[str]) -> bool:
     return bool(value)
+
+
+def test_a_leader_that_lost_may_campaign_again(client: redis.Redis) -> None:
+    election = redlease.Election(client, "again", ttl=0.3, renew=False)
+    assert election.campaign("a")
+    first = election.term or 0
+    Tasks.sleep(0.5)  # the lease ran out (no watchdog)
+    assert election.campaign("a", timeout=5)
+    assert (election.term or 0) > first
+    election.resign()

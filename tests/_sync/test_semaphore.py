@@ -294,3 +294,16 @@ def _truthy(value: list[str]) -> bool:
 
 def _processed(client: redis.Redis) -> int:
     return int((client.info("stats"))["total_commands_processed"])
+
+
+def test_lowering_permits_withdraws_reservations_that_no_longer_fit(
+    client: redis.Redis,
+) -> None:
+    sem = redlease.Semaphore(client, "shrink", 2)
+    assert sem.acquire()
+    k = keys("shrink")
+    client.zadd(k.queue, {b"dead.waiter": 0})
+    client.zadd(k.granted, {b"dead.waiter": 2**40})  # reserved, far in the future
+    sem.set_permits(1)  # 1 held of 1: the reservation no longer fits
+    assert client.zcard(k.granted) == 0
+    sem.release()

@@ -34,7 +34,7 @@ def all_scripts() -> dict[str, Script]:
 SCRIPTS = all_scripts()
 PINNED = {
     "acquire": "1b63b8eb3861abce5f8dccfa2279ddf3613a4579",
-    "election_watch": "e08360bf156edb6c3f8520b2c9038f35166fc15c",
+    "election_watch": "13e8ad8bf04e2f4a2b7092138f00079390272cfc",
     "extend": "dbe2b8da203a13ef7a56cc3d32d11fb1f221f7ad",
     "fence": "5cdf0e9c5e711464050a9a903e0ebbb8736597b7",
     "inspect": "23cf64285edd41af75afc4ff64408942174c566a",
@@ -55,11 +55,11 @@ PINNED = {
     "ratelimit_reset": "e9160168138bfa9034ed30d515cdfb21960c7b05",
     "release": "ae3ac8f6b50fb6e6d56a6377e85f255ad0453705",
     "renew": "da429cca1a62b1a8dfd3a19af61b597c7dbe7857",
-    "semaphore_set_permits": "5e84de4c64a8c50b66f838a95e6995f5add26d1e",
-    "shared_acquire": "04c34042d6f0119f580de38741a8fc04fc3f0a2a",
-    "shared_inspect": "b6287c095a095c4e540e0d01da526eb8bb7733ce",
-    "shared_leave": "5ae4c27d80b7851392b1d26d24fe0c1ef6a88658",
-    "shared_release": "f30ae4c274c5ef81682101dda3abe2d4624b00c4",
+    "semaphore_set_permits": "c66209e58e80cf6404a30fb8d4729e9dd577173f",
+    "shared_acquire": "bfa2b1a3e6e6695a64ff21df10a61496b29dedd1",
+    "shared_inspect": "05f186fffe5409dde98d2ad32dc81fd843566193",
+    "shared_leave": "0b544eb2ba2dd84bc9ae617b1c5f4d7c7004c353",
+    "shared_release": "b323b90a0501ba04e4b98db27896ffcc85d7bccb",
     "shared_renew": "169a3968ae89f34587ffdafa728c54bb80aaee0e",
 }
 """Script name -> SHA1 of its source, as loaded. Update a literal only with the script edit."""

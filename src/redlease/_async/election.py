@@ -93,6 +93,7 @@ class AsyncElection(AsyncShared):
         """
         if not isinstance(value, str):
             raise TypeError(f"value must be str, got {type(value).__name__}")
+        self._forget_lost()
         if self._mine() is not None:
             raise RuntimeError(f"election {self.name!r}: this handle leads already")
         _, deadline = self._deadline(True, timeout)

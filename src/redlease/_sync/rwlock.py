@@ -93,6 +93,8 @@ class WriteLock(_AsyncSide):
         this lock (it would wait for itself forever), and ``RuntimeError`` when the caller
         already holds the write lock and would wait forever for it.
         """
+        self._forget_lost()
+        self._rw.read._forget_lost()
         if self._mine() is not None:
             limit, _ = self._deadline(blocking, timeout)
             if limit is None:

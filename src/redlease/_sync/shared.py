@@ -105,6 +105,21 @@ class Shared:
             return False
         return (self._snapshot(holding.token)).mine is not None
 
+    def _forget_lost(self) -> None:
+        """Drop the caller's holdings whose lease is known to be over (lost, or run out
+        without a watchdog): local bookkeeping never outlives the lease it describes."""
+        owner = Background.owner()
+        stack = self._held.get(owner)
+        if not stack:
+            return
+        now = time.monotonic()
+        for holding in [h for h in stack if not h.active or h.expires_at <= now]:
+            holding.lost = True
+            self._runtime().renewer.release(holding)
+            stack.remove(holding)
+        if not stack:
+            del self._held[owner]
+
     def _runtime(self) -> Runtime:
         return runtime_for(self._client)
 

@@ -76,7 +76,9 @@ local function walk(S, cap, now, window, me)
   for _, t in ipairs(redis.call('ZRANGE', S.queue, 0, -1)) do
     local u = units_of(S, t)
     local reserved = redis.call('ZSCORE', S.granted, t)
-    if not reserved and n + u > cap then
+    if n + u > cap then
+      -- A reservation that no longer fits (the capacity was lowered) is withdrawn.
+      if reserved then redis.call('ZREM', S.granted, t) end
       if woke then tell(S.channels, t, 'N' .. t .. ' ' .. window) end
       return mine, n, false
     end
