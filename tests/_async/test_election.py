@@ -165,3 +165,16 @@ async def test_a_leader_that_lost_may_campaign_again(async_client: redis.asyncio
     assert await election.campaign("a", timeout=5)
     assert (election.term or 0) > first
     await election.resign()
+
+
+async def test_a_client_that_decodes_responses_works(server: Any) -> None:
+    client = redis.asyncio.Redis(host=server.host, port=server.port, decode_responses=True)
+    election = redlease.Election(client, "decoded")
+    assert await election.campaign("v")
+    assert await election.leader() == ("v", election.term)
+    assert (await election.inspect()).mine
+    await election.resign()
+    sem = redlease.Semaphore(client, "decoded-sem", 1)
+    async with sem:
+        assert (await sem.inspect()).mine == 1
+    await client.aclose()

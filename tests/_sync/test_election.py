@@ -166,3 +166,16 @@ def test_a_leader_that_lost_may_campaign_again(client: redis.Redis) -> None:
     assert election.campaign("a", timeout=5)
     assert (election.term or 0) > first
     election.resign()
+
+
+def test_a_client_that_decodes_responses_works(server: Any) -> None:
+    client = redis.Redis(host=server.host, port=server.port, decode_responses=True)
+    election = redlease.Election(client, "decoded")
+    assert election.campaign("v")
+    assert election.leader() == ("v", election.term)
+    assert (election.inspect()).mine
+    election.resign()
+    sem = redlease.Semaphore(client, "decoded-sem", 1)
+    with sem:
+        assert (sem.inspect()).mine == 1
+    client.close()
