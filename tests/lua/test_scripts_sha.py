@@ -34,7 +34,7 @@ def all_scripts() -> dict[str, Script]:
 SCRIPTS = all_scripts()
 PINNED = {
     "acquire": "1b63b8eb3861abce5f8dccfa2279ddf3613a4579",
-    "election_watch": "13e8ad8bf04e2f4a2b7092138f00079390272cfc",
+    "election_watch": "c8f677837254154e8e70e287210e9ecd4260996e",
     "extend": "dbe2b8da203a13ef7a56cc3d32d11fb1f221f7ad",
     "fence": "5cdf0e9c5e711464050a9a903e0ebbb8736597b7",
     "inspect": "23cf64285edd41af75afc4ff64408942174c566a",
@@ -55,11 +55,11 @@ PINNED = {
     "ratelimit_reset": "e9160168138bfa9034ed30d515cdfb21960c7b05",
     "release": "ae3ac8f6b50fb6e6d56a6377e85f255ad0453705",
     "renew": "da429cca1a62b1a8dfd3a19af61b597c7dbe7857",
-    "semaphore_set_permits": "c66209e58e80cf6404a30fb8d4729e9dd577173f",
-    "shared_acquire": "bfa2b1a3e6e6695a64ff21df10a61496b29dedd1",
-    "shared_inspect": "05f186fffe5409dde98d2ad32dc81fd843566193",
-    "shared_leave": "0b544eb2ba2dd84bc9ae617b1c5f4d7c7004c353",
-    "shared_release": "b323b90a0501ba04e4b98db27896ffcc85d7bccb",
+    "semaphore_set_permits": "4913560b2821e5a25c73bda8aebaa64dfb27e2fd",
+    "shared_acquire": "c5006771d1b0c8742eb49b07c40e6460f3c95867",
+    "shared_inspect": "3ebd84f623973fecfe03be6220200b1651b428d8",
+    "shared_leave": "d430d935f4118afc6c9aa31fcb549a9c10d0a02e",
+    "shared_release": "bebac193b193340a445802e88e452ff7fcc49d74",
     "shared_renew": "169a3968ae89f34587ffdafa728c54bb80aaee0e",
 }
 """Script name -> SHA1 of its source, as loaded. Update a literal only with the script edit."""

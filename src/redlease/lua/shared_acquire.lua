@@ -21,7 +21,8 @@
 -- ARGV[10] value   optional: stored in payload for this holder (Election: the leader's value)
 -- Returns {1, fence}  acquired; fence strictly increases over the grants of this resource
 --         {0, ms}     refused: the first lease ends in ms (-1: nothing to wait for but a release)
---         {2, ms}     refused: a waiter ahead holds a reservation for ms more
+--         {2, ms}     refused, and first in line after the reserved waiters: a reservation
+--                     ahead lapses in ms (check then that it was taken)
 local S = shared_keys(ARGV[6])
 local token, lease, want = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local join, window = ARGV[4] == '1', tonumber(ARGV[5])
@@ -39,7 +40,7 @@ end
 
 local queued = redis.call('ZSCORE', S.queue, token)
 if queued and want ~= 1 then redis.call('HSET', S.units, token, want) end
-local mine, used, whole = walk(S, cap, now, window, queued and token or nil)
+local mine, used, whole, blocked = walk(S, cap, now, window, queued and token or nil)
 if mine or (not queued and whole and used + want <= cap) then
   return {1, grant(S, token, want, lease, now, value)}
 end
@@ -51,4 +52,5 @@ if join and not queued then
   keep(S.queue, ms)
   keep(S.granted, ms)
 end
-return refusal(S, now)
+-- We check on the reserved waiters if we are the first that does not fit (or would be, last).
+return refusal(S, now, blocked == token or (whole and not queued))

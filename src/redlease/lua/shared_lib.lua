@@ -69,7 +69,8 @@ end
 
 -- Walk the queue in order: reserve (and wake) every waiter that fits, stop at the first that
 -- does not. Returns whether `me` (a queued token, or nil) is within the fitting prefix, the
--- units taken by holders and that prefix, and whether the whole queue fits.
+-- units taken by holders and that prefix, whether the whole queue fits, and the first waiter
+-- that does not fit (nil if all do): the one that checks on the reserved ones.
 local function walk(S, cap, now, window, me)
   local n = held_units(S)
   local mine, woke = false, false
@@ -80,7 +81,7 @@ local function walk(S, cap, now, window, me)
       -- A reservation that no longer fits (the capacity was lowered) is withdrawn.
       if reserved then redis.call('ZREM', S.granted, t) end
       if woke then tell(S.channels, t, 'N' .. t .. ' ' .. window) end
-      return mine, n, false
+      return mine, n, false, t
     end
     n = n + u
     if t == me then
@@ -91,7 +92,7 @@ local function walk(S, cap, now, window, me)
       woke = true
     end
   end
-  return mine, n, true
+  return mine, n, true, nil
 end
 
 -- Keep a key alive at least `ms` (the holders' and the queue's keys vanish once abandoned).
@@ -112,11 +113,16 @@ local function grant(S, token, want, lease, now, value)
   return fence
 end
 
--- What a refused waiter should wait for: {2, ms} until a reservation ahead lapses, else
--- {0, ms} until the first lease ends (-1: nobody holds anything).
-local function refusal(S, now)
-  local first = redis.call('ZRANGE', S.granted, 0, 0, 'WITHSCORES')[2]
-  if first then return {2, math.max(tonumber(first) - now, 1)} end
+-- What a refused waiter should wait for: the first waiter that does not fit (`checker`)
+-- gets {2, ms} until a reservation ahead lapses; every other one {0, ms} until the first
+-- lease ends (-1: nobody holds anything), and is woken by its own reservation before that.
+-- (Were every waiter told of reservations, each would look again after every hand-off.)
+local function refusal(S, now, checker)
+  local first
+  if checker then
+    first = redis.call('ZRANGE', S.granted, 0, 0, 'WITHSCORES')[2]
+    if first then return {2, math.max(tonumber(first) - now, 1)} end
+  end
   first = redis.call('ZRANGE', S.holders, 0, 0, 'WITHSCORES')[2]
   if first then return {0, math.max(tonumber(first) - now, 1)} end
   return {0, -1}
