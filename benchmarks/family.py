@@ -34,6 +34,8 @@ from typing import Any
 import redis
 
 import redlease
+from redlease._core.latch import LatchKeys
+from redlease._core.shared import SharedKeys
 
 SPAWN = mp.get_context("spawn")
 HOLD = 0.005  # seconds of "work" inside the critical section
@@ -120,31 +122,40 @@ def block(url: str, kind: str, name: str, ready: Any) -> None:
 
 
 def blocked_commands(url: str, kind: str, run_id: str, waiters: int = 8) -> float:
-    """Commands/s per blocked waiter while ``waiters`` processes wait (the holder renews)."""
+    """Commands/s per blocked waiter while ``waiters`` processes wait.
+
+    The holder takes a 60 s lease without a watchdog, so that the only commands in the
+    window are the waiters' own (and our one INFO).
+    """
     client = redis.Redis.from_url(url)
     name = f"bench:{run_id}:blocked-{kind}"
+    queue = SharedKeys.build("redlease", name.encode()).queue
     if kind == "semaphore":
-        holder: Any = redlease.Semaphore(client, name, 1, ttl=10.0)
+        holder: Any = redlease.Semaphore(client, name, 1, ttl=60.0, renew=False)
         holder.acquire()
     elif kind == "read":
-        holder = redlease.ReadWriteLock(client, name, ttl=10.0).write
+        holder = redlease.ReadWriteLock(client, name, ttl=60.0, renew=False).write
         holder.acquire()
     else:
         holder = redlease.CountDownLatch(client, name)
         holder.try_set_count(1)
+        queue = LatchKeys.build("redlease", name.encode()).waiters
     ready = SPAWN.Queue()
     procs = [SPAWN.Process(target=block, args=(url, kind, name, ready)) for _ in range(waiters)]
     for p in procs:
         p.start()
     for _ in procs:
         ready.get(timeout=60)
-    time.sleep(2.0)  # every waiter queued and asleep
+    for _ in range(300):  # bounded: until every waiter is queued (and so asleep)
+        if client.zcard(queue) == waiters:
+            break
+        time.sleep(0.1)
+    time.sleep(0.5)
     window = 3.0
     before = int(client.info("stats")["total_commands_processed"])
     time.sleep(window)
     after = int(client.info("stats")["total_commands_processed"])
-    # Our own INFO, and the holder's watchdog (one renewal every ttl/3 = 3.3 s at most).
-    per_waiter = max(after - before - 1 - 1, 0) / window / waiters
+    per_waiter = max(after - before - 1, 0) / window / waiters  # minus our INFO
     if kind == "latch":
         holder.count_down()
     else:
@@ -194,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             f"   longest wait        {sem['longest_wait'] * 1000:8.0f} ms  "
             f"({sem['longest_wait'] / HOLD:.0f} hold times; fair share is 16/4 = 4)"
         )
-        print("\n3. Redis commands/s per blocked waiter (8 waiters, 3 s window)")
+        print("\n3. Redis commands/s per blocked waiter (8 waiters queued, 3 s window)")
         for kind in ("semaphore", "read", "latch"):
             print(f"   {kind:<19} {blocked_commands(url, kind, run_id):8.2f}")
         print(f"\nload after: {os.getloadavg()[0]:.2f}")
