@@ -10,14 +10,22 @@
 The asyncio API has the same names in :mod:`redlease.asyncio`.
 """
 
+# ruff: noqa: E402 (the version check runs before the imports that would fail on old redis-py)
+from ._compat import check_redis_version
+
+check_redis_version()  # before anything else: an unsupported redis-py fails here, clearly
+
 from ._core.election import ElectionInfo, Leader
+from ._core.fencing import FencedRecord
 from ._core.inventory import Reservation, Stock
 from ._core.latch import LatchInfo
 from ._core.lock import LockInfo
 from ._core.ratelimit import RateLimit
 from ._core.rwlock import ReadWriteLockInfo
 from ._core.semaphore import SemaphoreInfo
+from ._sync.closing import close, closing
 from ._sync.election import Election
+from ._sync.fencing import FencedStore
 from ._sync.inventory import Inventory
 from ._sync.latch import CountDownLatch
 from ._sync.lock import Lock, RLock
@@ -28,6 +36,8 @@ from ._sync.semaphore import Semaphore
 from .errors import (
     ElectionError,
     ElectionUnavailable,
+    FencedStoreUnavailable,
+    FencingError,
     ForeignData,
     InventoryError,
     InventoryUnavailable,
@@ -55,6 +65,7 @@ from .errors import (
     SemaphoreError,
     SemaphoreUnavailable,
     SoldOut,
+    StaleFence,
     Unavailable,
 )
 
@@ -66,6 +77,10 @@ __all__ = [
     "ElectionError",
     "ElectionInfo",
     "ElectionUnavailable",
+    "FencedRecord",
+    "FencedStore",
+    "FencedStoreUnavailable",
+    "FencingError",
     "ForeignData",
     "Inventory",
     "InventoryError",
@@ -107,7 +122,10 @@ __all__ = [
     "SemaphoreInfo",
     "SemaphoreUnavailable",
     "SoldOut",
+    "StaleFence",
     "Stock",
     "Unavailable",
     "__version__",
+    "close",
+    "closing",
 ]

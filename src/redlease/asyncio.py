@@ -12,7 +12,9 @@ Every method that talks to Redis is a coroutine (``acquire``, ``release``, ``ext
 that acquired them.
 """
 
+from ._async.closing import close, closing
 from ._async.election import AsyncElection as Election
+from ._async.fencing import AsyncFencedStore as FencedStore
 from ._async.inventory import AsyncInventory as Inventory
 from ._async.latch import AsyncCountDownLatch as CountDownLatch
 from ._async.lock import AsyncLock as Lock
@@ -22,6 +24,7 @@ from ._async.redlock import AsyncRedlock as Redlock
 from ._async.rwlock import AsyncReadWriteLock as ReadWriteLock
 from ._async.semaphore import AsyncSemaphore as Semaphore
 from ._core.election import ElectionInfo, Leader
+from ._core.fencing import FencedRecord
 from ._core.inventory import Reservation, Stock
 from ._core.latch import LatchInfo
 from ._core.lock import LockInfo
@@ -31,6 +34,8 @@ from ._core.semaphore import SemaphoreInfo
 from .errors import (
     ElectionError,
     ElectionUnavailable,
+    FencedStoreUnavailable,
+    FencingError,
     ForeignData,
     InventoryError,
     InventoryUnavailable,
@@ -58,6 +63,7 @@ from .errors import (
     SemaphoreError,
     SemaphoreUnavailable,
     SoldOut,
+    StaleFence,
     Unavailable,
 )
 
@@ -67,6 +73,10 @@ __all__ = [
     "ElectionError",
     "ElectionInfo",
     "ElectionUnavailable",
+    "FencedRecord",
+    "FencedStore",
+    "FencedStoreUnavailable",
+    "FencingError",
     "ForeignData",
     "Inventory",
     "InventoryError",
@@ -108,6 +118,9 @@ __all__ = [
     "SemaphoreInfo",
     "SemaphoreUnavailable",
     "SoldOut",
+    "StaleFence",
     "Stock",
     "Unavailable",
+    "close",
+    "closing",
 ]
