@@ -15,35 +15,55 @@ from ._compat import check_redis_version
 
 check_redis_version()  # before anything else: an unsupported redis-py fails here, clearly
 
+from ._core.election import ElectionInfo, Leader
 from ._core.fencing import FencedRecord
 from ._core.inventory import Reservation, Stock
+from ._core.latch import LatchInfo
 from ._core.lock import LockInfo
 from ._core.ratelimit import RateLimit
+from ._core.rwlock import ReadWriteLockInfo
+from ._core.semaphore import SemaphoreInfo
 from ._sync.closing import close, closing
+from ._sync.election import Election
 from ._sync.fencing import FencedStore
 from ._sync.inventory import Inventory
+from ._sync.latch import CountDownLatch
 from ._sync.lock import Lock, RLock
 from ._sync.ratelimit import RateLimiter
 from ._sync.redlock import Redlock
+from ._sync.rwlock import ReadWriteLock
+from ._sync.semaphore import Semaphore
 from .errors import (
+    ElectionError,
+    ElectionUnavailable,
     FencedStoreUnavailable,
     FencingError,
     ForeignData,
     InventoryError,
     InventoryUnavailable,
+    LatchError,
+    LatchUnavailable,
+    LeadershipLost,
     LimitExceeded,
     LockError,
     LockLost,
     LockNotOwned,
     LockUnavailable,
+    LockUpgradeError,
+    NoPermit,
     NotAcquired,
+    NotLeader,
     OrderClosed,
     OrderConflict,
     OrderNotFound,
+    PermitLost,
+    PermitNotHeld,
     QuorumUnavailable,
     RateLimitError,
     RateLimitUnavailable,
     RedleaseError,
+    SemaphoreError,
+    SemaphoreUnavailable,
     SoldOut,
     StaleFence,
     Unavailable,
@@ -52,6 +72,11 @@ from .errors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "CountDownLatch",
+    "Election",
+    "ElectionError",
+    "ElectionInfo",
+    "ElectionUnavailable",
     "FencedRecord",
     "FencedStore",
     "FencedStoreUnavailable",
@@ -60,6 +85,11 @@ __all__ = [
     "Inventory",
     "InventoryError",
     "InventoryUnavailable",
+    "LatchError",
+    "LatchInfo",
+    "LatchUnavailable",
+    "Leader",
+    "LeadershipLost",
     "LimitExceeded",
     "Lock",
     "LockError",
@@ -67,19 +97,30 @@ __all__ = [
     "LockLost",
     "LockNotOwned",
     "LockUnavailable",
+    "LockUpgradeError",
+    "NoPermit",
     "NotAcquired",
+    "NotLeader",
     "OrderClosed",
     "OrderConflict",
     "OrderNotFound",
+    "PermitLost",
+    "PermitNotHeld",
     "QuorumUnavailable",
     "RLock",
     "RateLimit",
     "RateLimitError",
     "RateLimitUnavailable",
     "RateLimiter",
+    "ReadWriteLock",
+    "ReadWriteLockInfo",
     "RedleaseError",
     "Redlock",
     "Reservation",
+    "Semaphore",
+    "SemaphoreError",
+    "SemaphoreInfo",
+    "SemaphoreUnavailable",
     "SoldOut",
     "StaleFence",
     "Stock",

@@ -34,6 +34,7 @@ def all_scripts() -> dict[str, Script]:
 SCRIPTS = all_scripts()
 PINNED = {
     "acquire": "1b63b8eb3861abce5f8dccfa2279ddf3613a4579",
+    "election_watch": "c8f677837254154e8e70e287210e9ecd4260996e",
     "extend": "dbe2b8da203a13ef7a56cc3d32d11fb1f221f7ad",
     "fence": "5cdf0e9c5e711464050a9a903e0ebbb8736597b7",
     "fenced_read": "2bd07fd07f94bdc0d8f3a9db67be05389f807688",
@@ -45,12 +46,23 @@ PINNED = {
     "inventory_reserve": "41b392ede0e3f15ded55ef4ffe03956c69771628",
     "inventory_restock": "b541bb63961b8fa84bd11f66eaaf546f9c7eb24e",
     "inventory_snapshot": "e42ea03d93bff39dcefeacc2c3fa57bc6161bc27",
+    "latch_count_down": "e531b815cfdd931450d2d9ec82f5aeebbcbbb432",
+    "latch_inspect": "334ca9ba1441233d3a2c61a4ad53d663516a641a",
+    "latch_leave": "d706b013e5900ba0ae6d29166ffab801b61b8de6",
+    "latch_set": "d0bf5d735c9546c5f72cd9f7cf71026e25dcd58e",
+    "latch_wait": "9cca84c430063fc7c265f75c5b65d5ef364486e8",
     "leave": "27dfa827a9bd90dbd92e26b06885ee966f0edacb",
     "ratelimit_fixed": "4a11d08ef8a74bad8e8408d9cb8abeebbd27381e",
     "ratelimit_gcra": "baf30145a8ee4c7766e6370e3810829a69528c25",
     "ratelimit_reset": "e9160168138bfa9034ed30d515cdfb21960c7b05",
     "release": "ae3ac8f6b50fb6e6d56a6377e85f255ad0453705",
     "renew": "da429cca1a62b1a8dfd3a19af61b597c7dbe7857",
+    "semaphore_set_permits": "4913560b2821e5a25c73bda8aebaa64dfb27e2fd",
+    "shared_acquire": "c5006771d1b0c8742eb49b07c40e6460f3c95867",
+    "shared_inspect": "3ebd84f623973fecfe03be6220200b1651b428d8",
+    "shared_leave": "d430d935f4118afc6c9aa31fcb549a9c10d0a02e",
+    "shared_release": "bebac193b193340a445802e88e452ff7fcc49d74",
+    "shared_renew": "169a3968ae89f34587ffdafa728c54bb80aaee0e",
 }
 """Script name -> SHA1 of its source, as loaded. Update a literal only with the script edit."""
 LUA = resources.files("redlease").joinpath("lua")
