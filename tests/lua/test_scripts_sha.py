@@ -33,7 +33,7 @@ def all_scripts() -> dict[str, Script]:
 
 SCRIPTS = all_scripts()
 PINNED = {
-    "acquire": "1b63b8eb3861abce5f8dccfa2279ddf3613a4579",
+    "acquire": "0adb2469e8f4052756c3de758d1b376926704060",
     "extend": "dbe2b8da203a13ef7a56cc3d32d11fb1f221f7ad",
     "fence": "5cdf0e9c5e711464050a9a903e0ebbb8736597b7",
     "inspect": "23cf64285edd41af75afc4ff64408942174c566a",
@@ -43,11 +43,11 @@ PINNED = {
     "inventory_reserve": "41b392ede0e3f15ded55ef4ffe03956c69771628",
     "inventory_restock": "b541bb63961b8fa84bd11f66eaaf546f9c7eb24e",
     "inventory_snapshot": "e42ea03d93bff39dcefeacc2c3fa57bc6161bc27",
-    "leave": "27dfa827a9bd90dbd92e26b06885ee966f0edacb",
+    "leave": "8f8c9bcee89f023c72be1213d84c686993e48db8",
     "ratelimit_fixed": "4a11d08ef8a74bad8e8408d9cb8abeebbd27381e",
     "ratelimit_gcra": "baf30145a8ee4c7766e6370e3810829a69528c25",
     "ratelimit_reset": "e9160168138bfa9034ed30d515cdfb21960c7b05",
-    "release": "ae3ac8f6b50fb6e6d56a6377e85f255ad0453705",
+    "release": "8510cde5bfff16e3b9d66edadfc8f9f815969c29",
     "renew": "da429cca1a62b1a8dfd3a19af61b597c7dbe7857",
 }
 """Script name -> SHA1 of its source, as loaded. Update a literal only with the script edit."""

@@ -19,8 +19,8 @@ timeouts) with client-side retries turned off. Errors are redis-py's exception c
 for valkey-py clients (translated, with the original chained), so that the primitives handle
 one family of errors.
 
-Only this module knows what a client object looks like; a Cluster adapter will be a second
-class with the same methods.
+Only this module knows what a client object looks like; the Redis Cluster adapter is a second
+class with the same methods, in ``cluster.py``.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio
+import redis.asyncio.cluster
 import redis.exceptions
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
@@ -42,7 +43,7 @@ from .._synchronization import AsyncReads
 
 __all__ = ["AsyncBackend", "Pending", "backend_for", "check_client"]
 
-_KINDS = "redis.asyncio.Redis or valkey.asyncio.Valkey"
+_KINDS = "redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster or valkey.asyncio.Valkey"
 """The clients this API accepts, for error messages."""
 
 
@@ -105,7 +106,7 @@ def _valkey_flavor() -> _Flavor:
 
 def check_client(client: Any, arg: str = "client") -> None:
     """Refuse a client this API cannot use (a sync client here, or anything else)."""
-    if _flavor(client) is None:
+    if _flavor(client) is None and not isinstance(client, redis.asyncio.cluster.RedisCluster):
         raise TypeError(
             f"{arg} must be a {_KINDS}, got {type(client).__module__}."
             f"{type(client).__qualname__} (sync clients go with redlease, asyncio clients "
@@ -115,6 +116,10 @@ def check_client(client: Any, arg: str = "client") -> None:
 
 def backend_for(client: Any, arg: str = "client") -> AsyncBackend:
     """A new backend for ``client`` (checked as :func:`check_client` does)."""
+    if isinstance(client, redis.asyncio.cluster.RedisCluster):
+        from .cluster import AsyncClusterBackend  # it builds on this module
+
+        return AsyncClusterBackend(client)
     flavor = _flavor(client)
     if flavor is None:
         check_client(client, arg)
@@ -135,6 +140,10 @@ class Pending:
 
 class AsyncBackend:
     """One standalone server (or Sentinel master) reached through a redis-py/valkey-py client."""
+
+    sharded = False
+    """Whether waiters are told on sharded channels in each lock's slot (a Cluster) or on one
+    channel per process (here: PUBLISH, which every server has)."""
 
     def __init__(
         self,

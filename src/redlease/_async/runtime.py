@@ -10,9 +10,12 @@ import threading
 import weakref
 from typing import Any
 
-from .._core.lease import Holding
+from .._core.keys import hash_tag
+from .._core.lease import Holding, process_id
+from .._core.waiters import WAITERS
 from .._synchronization import AsyncBackground
 from .client import AsyncBackend, backend_for
+from .cluster import AsyncClusterBackend, AsyncClusterRenewal
 from .hub import AsyncHub
 from .renewer import AsyncRenewer, AsyncServerRenewal
 
@@ -28,11 +31,44 @@ class AsyncRuntime:
     def __init__(self, backend: AsyncBackend) -> None:
         self.scope = AsyncBackground.scope()
         self.backend = backend
-        self.renewal = AsyncServerRenewal(backend)  # how holdings on this server are renewed
+        # How holdings on this server (or cluster) are renewed.
+        self.renewal: AsyncServerRenewal | AsyncClusterRenewal = (
+            AsyncClusterRenewal(backend)
+            if isinstance(backend, AsyncClusterBackend)
+            else AsyncServerRenewal(backend)
+        )
         self.renewer = AsyncRenewer()
         self.hub = AsyncHub(backend)
+        # Cluster only: one hub per lock, on a sharded channel in the lock's slot.
+        self._hubs: weakref.WeakValueDictionary[bytes, AsyncHub] = weakref.WeakValueDictionary()
         # Lock key -> the holding of this process: for RLock re-entry and self-deadlock checks.
         self.holdings: weakref.WeakValueDictionary[bytes, Holding] = weakref.WeakValueDictionary()
+
+
+    def channels(self, key: bytes) -> bytes:
+        """The prefix of the channels on which the scripts of the lock whose key is ``key``
+        tell its waiters (they append the process id).
+
+        One server: this process' channel, ``redlease:waiters:`` (PUBLISH). A Cluster:
+        ``redlease:waiters:{<tag>}:``, a sharded channel in the lock's own slot (SPUBLISH; see
+        ``cluster.py``).
+        """
+        if not self.backend.sharded:
+            return WAITERS
+        return WAITERS + b"{" + hash_tag(key) + b"}:"
+
+    def hub_for(self, key: bytes) -> AsyncHub:
+        """The waiter hub listening for the waiters of the lock whose key is ``key``: the
+        runtime's own on one server, one per lock (and its sharded channel) on a Cluster."""
+        if not self.backend.sharded:
+            return self.hub
+        channels = self.channels(key)
+        with _guard:
+            hub = self._hubs.get(channels)
+            if hub is None:
+                hub = AsyncHub(self.backend, channel=channels + process_id())
+                self._hubs[channels] = hub
+        return hub
 
 
 def runtime_for(client: Any) -> AsyncRuntime:

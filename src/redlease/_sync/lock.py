@@ -25,7 +25,7 @@ from .._core.lock import (
     decode_inspect,
 )
 from .._core.scripts import Script
-from .._core.waiters import WAITERS, Outcome
+from .._core.waiters import Outcome
 from .._synchronization import Shield
 from .client import check_client
 from .handle import Handle
@@ -139,6 +139,7 @@ class Lock(Handle):
 
     def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
         runtime = self._runtime()
+        hub = runtime.hub_for(self._keys.lock)
         token = new_token()
 
         def attempt(join: bool) -> Outcome:
@@ -156,7 +157,7 @@ class Lock(Handle):
                 raise self._unavailable("leave the queue of", exc) from exc
 
         holding: Holding | None = wait_turn(
-            [runtime.hub],
+            [hub],
             token,
             attempt,
             leave,
@@ -181,7 +182,7 @@ class Lock(Handle):
                 ACQUIRE,
                 (
                     [keys.lock, keys.fence, keys.queue, keys.handoff],
-                    [token, self._ttl_ms, int(join), self._window_ms, WAITERS],
+                    [token, self._ttl_ms, int(join), self._window_ms, self._channels()],
                 ),
             )
         except (ConnectionError, TimeoutError) as exc:
@@ -238,7 +239,11 @@ class Lock(Handle):
     def _queue_args(self, token: bytes) -> tuple[list[bytes], list[Any]]:
         """KEYS and ARGV of release.lua and leave.lua, which share their contract."""
         keys = self._keys
-        return [keys.lock, keys.queue, keys.handoff], [token, self._window_ms, WAITERS]
+        return [keys.lock, keys.queue, keys.handoff], [token, self._window_ms, self._channels()]
+
+    def _channels(self) -> bytes:
+        """The prefix of the channels the scripts tell waiters on (see ``runtime.channels``)."""
+        return self._runtime().channels(self._keys.lock)
 
 
 class RLock(Lock):

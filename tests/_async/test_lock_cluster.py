@@ -1,0 +1,155 @@
+"""The lock tests again, with a ``RedisCluster`` client against the 3 + 3 node cluster fixture.
+
+Every test of ``test_lock.py`` that takes ``async_client`` runs here a second time through the
+Cluster adapter (``_async/cluster.py``): each script on the master owning its lock's slot,
+waiters woken by SPUBLISH on a channel in that slot, renewals split by slot. The tests that
+inject faults into one private server (``make_server``, ``server``) are skipped here: the
+cluster's own faults (failover, slot migration) are tested in ``test_cluster_faults.py``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import redis.asyncio
+
+import redlease.asyncio as redlease
+from redlease.topology import RedisClusterServers
+from tests._async.helpers import wait_until
+from tests._async.test_lock import *  # noqa: F403 - the tests to run again
+from tests._async.test_lock import hold_until, keys, queued
+from tests.support import AsyncTasks
+
+_SERVER_FAULTS = "injects faults into one private server; cluster faults: test_cluster_faults.py"
+
+
+@pytest.fixture
+async def async_client(cluster: RedisClusterServers) -> AsyncIterator[Any]:
+    conn = cluster.async_client()
+    yield conn
+    await conn.aclose()
+
+
+def _skipped(reason: str) -> Any:
+    @pytest.mark.skip(reason=reason)
+    def test() -> None:
+        """Not run on a cluster."""
+
+    return test
+
+
+test_outage_raises_unavailable_not_false = _skipped(_SERVER_FAULTS)
+test_release_during_outage_raises_and_lets_go = _skipped(_SERVER_FAULTS)
+test_hung_server_raises_unavailable_and_leaves_no_lock = _skipped(_SERVER_FAULTS)
+test_a_hung_server_costs_the_timeout_plus_one_socket_timeout = _skipped(_SERVER_FAULTS)
+test_a_waiter_whose_timeout_ends_in_an_outage_is_told_unavailable_not_false = _skipped(
+    _SERVER_FAULTS
+)
+test_server_restarting_empty_is_reported_lost = _skipped(_SERVER_FAULTS)
+test_a_client_that_decodes_responses_works = _skipped("runs on the standalone server only")
+test_client_of_the_wrong_kind_is_refused = _skipped("does not use a client")
+test_bad_ttl = _skipped("argument checks: no cluster involved")
+test_bad_options = _skipped("argument checks: no cluster involved")
+test_bad_name = _skipped("argument checks: no cluster involved")
+
+
+_HOUSEKEEPING = {
+    "cmdstat_replconf",
+    "cmdstat_ping",
+    "cmdstat_info",
+    "cmdstat_hello",
+    "cmdstat_client|setinfo",
+}
+"""Commands the nodes send each other (replication) and the probes of this test send."""
+
+
+async def _commands(cluster: RedisClusterServers) -> Counter[str]:
+    """Commands processed by every node (masters and replicas) so far, housekeeping aside."""
+    total: Counter[str] = Counter()
+    for srv in cluster.nodes:
+        conn = redis.asyncio.Redis(host=srv.host, port=srv.port)
+        try:
+            stats = await conn.info("commandstats")
+        finally:
+            await conn.aclose()
+        total.update({k: int(v["calls"]) for k, v in stats.items() if k not in _HOUSEKEEPING})
+    return total
+
+
+async def test_a_blocked_waiter_sends_no_commands(  # type: ignore[no-redef]
+    async_client: Any, cluster: RedisClusterServers
+) -> None:
+    """On every node of the cluster: 0 commands/s while a waiter is blocked."""
+    holder = redlease.Lock(async_client, "idle", ttl=10)
+    await holder.acquire()
+    waiter = redlease.Lock(async_client, "idle")
+    counted: list[Counter[str]] = []
+
+    async def wait() -> bool:
+        return await waiter.acquire(timeout=1.5)
+
+    async def count() -> None:
+        await AsyncTasks.sleep(0.4)  # the waiter is queued and asleep by now
+        before = await _commands(cluster)
+        await AsyncTasks.sleep(1.0)
+        counted.append(await _commands(cluster) - before)
+
+    results = await AsyncTasks.gather(wait, count)
+    assert results[0] is False
+    assert counted == [Counter()]
+    await holder.release()
+
+
+async def test_one_renewer_serves_a_thousand_locks(  # type: ignore[no-redef]
+    async_client: Any,
+) -> None:
+    """1000 locks in many slots stay held through several renewal ticks."""
+    locks = [redlease.Lock(async_client, f"many:{i}", ttl=0.9) for i in range(1000)]
+    for lock in locks:
+        assert await lock.acquire(blocking=False)
+    await AsyncTasks.sleep(1.5)  # every lease renewed at least once
+    for lock in locks:
+        assert await async_client.pexpire(keys(str(lock.name)).lock, 10_000, xx=True)
+    for lock in locks:
+        await lock.release()
+
+
+async def test_waiters_are_woken_on_the_slot_owner_only(
+    async_client: Any, cluster: RedisClusterServers
+) -> None:
+    """A release publishes once, with SPUBLISH, on the node owning the lock's slot."""
+    holder = redlease.Lock(async_client, "sharded", ttl=10)
+    waiter = redlease.Lock(async_client, "sharded", ttl=10)
+
+    async def wait() -> bool:
+        assert await wait_until(holder.locked)
+        got = await waiter.acquire(timeout=10)
+        await waiter.release()
+        return got
+
+    owner = cluster.master_of(keys("sharded").lock)
+    before = {srv.port: await _pubsub_stats(srv) for srv in cluster.nodes}
+    results = await AsyncTasks.gather(hold_until(holder, queued(async_client, "sharded", 1)), wait)
+    assert results[1] is True
+    after = {srv.port: await _pubsub_stats(srv) for srv in cluster.nodes}
+    spublished = {p: after[p][0] - before[p][0] for p in after}
+    published = {p: after[p][1] - before[p][1] for p in after}
+    assert spublished[owner.port] >= 1
+    assert all(n == 0 for p, n in spublished.items() if p != owner.port)
+    assert set(published.values()) == {0}  # nothing broadcast with PUBLISH
+
+
+async def _pubsub_stats(srv: Any) -> tuple[int, int]:
+    """(SPUBLISH calls, PUBLISH calls) on one node, scripts included."""
+    conn = redis.asyncio.Redis(host=srv.host, port=srv.port)
+    try:
+        stats = await conn.info("commandstats")
+    finally:
+        await conn.aclose()
+    return (
+        int(stats.get("cmdstat_spublish", {}).get("calls", 0)),
+        int(stats.get("cmdstat_publish", {}).get("calls", 0)),
+    )
