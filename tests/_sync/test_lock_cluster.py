@@ -19,7 +19,7 @@ import redis
 
 import redlease as redlease
 from redlease.topology import RedisClusterServers
-from tests._sync.helpers import wait_until
+from tests._sync.helpers import skipped, wait_until
 from tests._sync.test_lock import *  # noqa: F403 - the tests to run again
 from tests._sync.test_lock import hold_until, keys, queued
 from tests.support import Tasks
@@ -34,27 +34,19 @@ def client(cluster: RedisClusterServers) -> Iterator[Any]:
     conn.close()
 
 
-def _skipped(reason: str) -> Any:
-    @pytest.mark.skip(reason=reason)
-    def test() -> None:
-        """Not run on a cluster."""
-
-    return test
-
-
-test_outage_raises_unavailable_not_false = _skipped(_SERVER_FAULTS)
-test_release_during_outage_raises_and_lets_go = _skipped(_SERVER_FAULTS)
-test_hung_server_raises_unavailable_and_leaves_no_lock = _skipped(_SERVER_FAULTS)
-test_a_hung_server_costs_the_timeout_plus_one_socket_timeout = _skipped(_SERVER_FAULTS)
-test_a_waiter_whose_timeout_ends_in_an_outage_is_told_unavailable_not_false = _skipped(
+test_outage_raises_unavailable_not_false = skipped(_SERVER_FAULTS)
+test_release_during_outage_raises_and_lets_go = skipped(_SERVER_FAULTS)
+test_hung_server_raises_unavailable_and_leaves_no_lock = skipped(_SERVER_FAULTS)
+test_a_hung_server_costs_the_timeout_plus_one_socket_timeout = skipped(_SERVER_FAULTS)
+test_a_waiter_whose_timeout_ends_in_an_outage_is_told_unavailable_not_false = skipped(
     _SERVER_FAULTS
 )
-test_server_restarting_empty_is_reported_lost = _skipped(_SERVER_FAULTS)
-test_a_client_that_decodes_responses_works = _skipped("runs on the standalone server only")
-test_client_of_the_wrong_kind_is_refused = _skipped("does not use a client")
-test_bad_ttl = _skipped("argument checks: no cluster involved")
-test_bad_options = _skipped("argument checks: no cluster involved")
-test_bad_name = _skipped("argument checks: no cluster involved")
+test_server_restarting_empty_is_reported_lost = skipped(_SERVER_FAULTS)
+test_a_client_that_decodes_responses_works = skipped("runs on the standalone server only")
+test_client_of_the_wrong_kind_is_refused = skipped("does not use a client")
+test_bad_ttl = skipped("argument checks: no cluster involved")
+test_bad_options = skipped("argument checks: no cluster involved")
+test_bad_name = skipped("argument checks: no cluster involved")
 
 
 _HOUSEKEEPING = {
