@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 
 import pytest
 import redis
@@ -120,3 +121,20 @@ def test_slot_arguments_are_checked(cluster_servers: RedisClusterServers) -> Non
         cluster_servers.master_of(SLOTS)
     with pytest.raises(ValueError, match="masters must be"):
         RedisClusterServers(masters=0)
+
+
+def test_graceful_failover_swaps_master_and_replica_without_losing_writes(
+    cluster: RedisClusterServers,
+    cluster_client: redis.cluster.RedisCluster,
+    topology_timings: list[str],
+) -> None:
+    key = "{lock}:graceful"
+    cluster_client.set(key, "held")
+    old = cluster.master_of(key)
+    (replica,) = cluster.replicas_of(old)
+    began = time.monotonic()
+    cluster.failover_to(replica)
+    topology_timings.append(f"cluster graceful CLUSTER FAILOVER: {time.monotonic() - began:.2f}s")
+    assert cluster.master_of(key) is replica
+    assert cluster.replicas_of(replica) == [old]
+    assert cluster_client.get(key) == b"held"  # CLUSTER FAILOVER waits for the replica to catch up
