@@ -34,6 +34,7 @@ from .errors import (
     RateLimitError,
     RateLimitUnavailable,
     RedleaseError,
+    ReplicasUnavailable,
     SoldOut,
     Unavailable,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "RateLimiter",
     "RedleaseError",
     "Redlock",
+    "ReplicasUnavailable",
     "Reservation",
     "SoldOut",
     "Stock",

@@ -37,6 +37,7 @@ from .errors import (
     RateLimitError,
     RateLimitUnavailable,
     RedleaseError,
+    ReplicasUnavailable,
     SoldOut,
     Unavailable,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "RateLimiter",
     "RedleaseError",
     "Redlock",
+    "ReplicasUnavailable",
     "Reservation",
     "SoldOut",
     "Stock",

@@ -216,6 +216,67 @@ class AsyncBackend:
             timeout = min(timeout, limit)
         return await self.receive(await self.send(script, keys, args), timeout)
 
+    async def run_acknowledged(
+        self,
+        script: Script,
+        keys: Sequence[bytes],
+        args: Sequence[Any],
+        wait: Sequence[Any],
+        wait_timeout: float,
+    ) -> tuple[Any, Any]:
+        """EVALSHA ``script``, then ``wait`` (``WAIT`` or ``WAITAOF``), pipelined on ONE
+        connection: ``WAIT`` counts the writes of the connection it is sent on, so on any
+        other it would acknowledge nothing of the script's.
+
+        Returns ``(script reply, wait reply)``; the wait reply is the ``ResponseError`` the
+        server answered instead (e.g. a server with no WAITAOF), for the caller to judge,
+        since the script did run. The script's reply comes within the socket timeout, the
+        wait's within ``wait_timeout`` more. Raises as :meth:`run` does.
+        """
+        with self._translated():
+            conn = await self._checkout()
+        try:
+            with self._translated():
+                reply, acked = await self._script_then_wait(
+                    conn, ("EVALSHA", script.sha), keys, args, wait, wait_timeout
+                )
+                if isinstance(reply, NoScriptError):  # the wait ran for nothing: both again
+                    reply, acked = await self._script_then_wait(
+                        conn, ("EVAL", script.source), keys, args, wait, wait_timeout
+                    )
+        except BaseException:
+            await self._discard(conn)
+            raise
+        await self._pool.release(conn)
+        if isinstance(reply, ResponseError):
+            raise reply
+        return reply, acked
+
+    async def _script_then_wait(
+        self,
+        conn: Any,
+        call: tuple[str, str],
+        keys: Sequence[bytes],
+        args: Sequence[Any],
+        wait: Sequence[Any],
+        wait_timeout: float,
+    ) -> tuple[Any, Any]:
+        """Both replies (an error reply as its exception), the connection left in sync."""
+        await conn.send_packed_command(
+            conn.pack_commands([(*call, len(keys), *keys, *args), tuple(wait)])
+        )
+        sent = time.monotonic()
+        limit = self.socket_timeout
+        replies: list[Any] = []
+        for extra in (0.0, wait_timeout):
+            try:
+                replies.append(
+                    await self._read(conn, sent, None if limit is None else limit + extra)
+                )
+            except ResponseError as exc:
+                replies.append(exc)
+        return replies[0], replies[1]
+
     async def send(self, script: Script, keys: Sequence[bytes], args: Sequence[Any]) -> Pending:
         """Send EVALSHA ``script`` on a connection of its own; read it with :meth:`receive`."""
         with self._translated():

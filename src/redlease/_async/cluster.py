@@ -198,6 +198,29 @@ class AsyncClusterBackend(AsyncBackend):
             self._broken()
             raise
 
+    async def run_acknowledged(
+        self,
+        script: Script,
+        keys: Sequence[bytes],
+        args: Sequence[Any],
+        wait: Sequence[Any],
+        wait_timeout: float,
+    ) -> tuple[Any, Any]:
+        """Script, then WAIT/WAITAOF, on one connection to the slot's master (follows one
+        MOVED; an ASK mid-migration is raised: the wait would go to another connection)."""
+        slot = key_slot(keys[0])
+        try:
+            node = await self.owner(slot)
+            try:
+                return await node.run_acknowledged(script, keys, args, wait, wait_timeout)
+            except MovedError as exc:  # did not run (see _redirected): once on the new owner
+                target = self._moved(slot, exc)
+                self._broken()
+                return await target.run_acknowledged(script, keys, args, wait, wait_timeout)
+        except (ConnectionError, TimeoutError):
+            self._broken()
+            raise
+
     async def _redirected(
         self,
         slot: int,

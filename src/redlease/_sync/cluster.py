@@ -199,6 +199,29 @@ class ClusterBackend(Backend):
             self._broken()
             raise
 
+    def run_acknowledged(
+        self,
+        script: Script,
+        keys: Sequence[bytes],
+        args: Sequence[Any],
+        wait: Sequence[Any],
+        wait_timeout: float,
+    ) -> tuple[Any, Any]:
+        """Script, then WAIT/WAITAOF, on one connection to the slot's master (follows one
+        MOVED; an ASK mid-migration is raised: the wait would go to another connection)."""
+        slot = key_slot(keys[0])
+        try:
+            node = self.owner(slot)
+            try:
+                return node.run_acknowledged(script, keys, args, wait, wait_timeout)
+            except MovedError as exc:  # did not run (see _redirected): once on the new owner
+                target = self._moved(slot, exc)
+                self._broken()
+                return target.run_acknowledged(script, keys, args, wait, wait_timeout)
+        except (ConnectionError, TimeoutError):
+            self._broken()
+            raise
+
     def _redirected(
         self,
         slot: int,
