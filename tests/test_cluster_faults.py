@@ -300,3 +300,11 @@ def test_with_wait_replicas_the_acknowledged_lease_survives_failover(
     assert all(taken and not second and not lost for taken, second, lost in acked), acked
     refused = _hold_then_fail_over(cluster, "frozen", lagging=True, wait_replicas=1)
     assert refused[0] is False  # ReplicasUnavailable: never believed held
+
+
+def test_redlock_refuses_a_cluster_client(
+    cluster_client: redis.cluster.RedisCluster, client: redis.Redis
+) -> None:
+    """A Cluster is one system, not N independent servers: Redlock over it would be a lie."""
+    with pytest.raises(TypeError, match=r"clients\[1\] must be the client of one server"):
+        redlease.Redlock([client, cluster_client, client], "x", allow_small_quorum=True)

@@ -18,7 +18,8 @@ import pytest
 import redis
 
 import redlease as redlease
-from redlease.topology import RedisClusterServers
+from redlease._sync import cluster as adapter
+from redlease.topology import RedisClusterServers, key_slot
 from tests._sync.helpers import skipped, wait_until
 from tests._sync.test_lock import *  # noqa: F403 - the tests to run again
 from tests._sync.test_lock import hold_until, keys, queued
@@ -146,3 +147,37 @@ def _pubsub_stats(srv: Any) -> tuple[int, int]:
         int(stats.get("cmdstat_spublish", {}).get("calls", 0)),
         int(stats.get("cmdstat_publish", {}).get("calls", 0)),
     )
+
+
+def test_renewals_take_one_round_trip_per_node_per_tick(
+    client: Any, cluster: RedisClusterServers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """60 locks in 60 slots on 3 masters: each watchdog tick writes one pipeline per node."""
+    ticks: list[tuple[int, int]] = []  # (holdings renewed, pipelines written) per tick
+    real_renew, real_send = adapter.ClusterRenewal.renew, adapter._Batch.send
+    sends: list[int] = []
+
+    def send(node: Any, script: Any, calls: Any) -> Any:
+        sends.append(len(calls))
+        return real_send(node, script, calls)
+
+    def renew(self: Any, script: Any, due: Any) -> Any:
+        before = len(sends)
+        result = real_renew(self, script, due)
+        ticks.append((len(due), len(sends) - before))
+        return result
+
+    monkeypatch.setattr(adapter._Batch, "send", staticmethod(send))
+    monkeypatch.setattr(adapter.ClusterRenewal, "renew", renew)
+    locks = [redlease.Lock(client, f"tick:{i}", ttl=1.5) for i in range(60)]
+    for lock in locks:
+        assert lock.acquire(blocking=False)
+    slots = {key_slot(keys(f"tick:{i}").lock) for i in range(60)}
+    Tasks.sleep(1.2)  # a couple of ticks
+    for lock in locks:
+        lock.release()
+    assert ticks, "no renewal happened"
+    assert all(pipelines <= len(cluster.masters) for _, pipelines in ticks), ticks
+    assert max(renewed for renewed, _ in ticks) >= 30  # many locks per tick, few round trips
+    assert len(slots) > len(cluster.masters)  # the locks really were spread over many slots
+    assert max(sends) > 1  # one pipeline carries the calls of several slots

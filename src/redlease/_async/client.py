@@ -104,9 +104,17 @@ def _valkey_flavor() -> _Flavor:
     )
 
 
-def check_client(client: Any, arg: str = "client") -> None:
-    """Refuse a client this API cannot use (a sync client here, or anything else)."""
-    if _flavor(client) is None and not isinstance(client, redis.asyncio.cluster.RedisCluster):
+def check_client(client: Any, arg: str = "client", *, cluster: bool = True) -> None:
+    """Refuse a client this API cannot use (a sync client here, or anything else; a Redis
+    Cluster client too unless ``cluster``)."""
+    if isinstance(client, redis.asyncio.cluster.RedisCluster):
+        if cluster:
+            return
+        raise TypeError(
+            f"{arg} must be the client of one server, not of a Redis Cluster (Redlock needs "
+            "independent servers; on a Cluster, use Lock)"
+        )
+    if _flavor(client) is None:
         raise TypeError(
             f"{arg} must be a {_KINDS}, got {type(client).__module__}."
             f"{type(client).__qualname__} (sync clients go with redlease, asyncio clients "
