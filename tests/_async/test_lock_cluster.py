@@ -18,6 +18,7 @@ import redis.asyncio
 
 import redlease.asyncio as redlease
 from redlease._async import cluster as adapter
+from redlease._async.runtime import runtime_for
 from redlease.topology import RedisClusterServers, key_slot
 from tests._async.helpers import skipped, wait_until
 from tests._async.test_lock import *  # noqa: F403 - the tests to run again
@@ -180,3 +181,68 @@ async def test_renewals_take_one_round_trip_per_node_per_tick(
     assert max(renewed for renewed, _ in ticks) >= 30  # many locks per tick, few round trips
     assert len(slots) > len(cluster.masters)  # the locks really were spread over many slots
     assert max(sends) > 1  # one pipeline carries the calls of several slots
+
+
+async def test_a_stale_map_of_slots_is_followed_by_scripts_and_subscriptions(
+    async_client: Any, cluster: RedisClusterServers
+) -> None:
+    """MOVED, from a script or from SSUBSCRIBE, is followed once to the node it names."""
+    name = "stale-map"
+    slot = key_slot(keys(name).lock)
+    owner = cluster.master_of(slot)
+    wrong = next(srv for srv in cluster.masters if srv is not owner)
+    backend = runtime_for(async_client).backend
+    assert isinstance(backend, adapter.AsyncClusterBackend)
+
+    lock = redlease.Lock(async_client, name)
+    await lock.inspect()  # the map of slots is known now
+    backend._croot._owners[slot] = (wrong.host, wrong.port)  # as if the slot had just moved
+    assert await lock.acquire(timeout=0)  # MOVED from `wrong`: run once on the owner
+    await lock.release()
+
+    await backend.owner(slot)  # refresh the map, then make it wrong again
+    backend._croot._owners[slot] = (wrong.host, wrong.port)
+    refused_before = _rejected(wrong, "ssubscribe")
+    channel = runtime_for(async_client).channels(keys(name).lock) + b"test"
+    subscription = backend.pubsub()
+    await subscription.subscribe(channel)
+    kinds = []
+    for _ in range(20):  # bounded: the confirmation comes from the owner
+        message = await subscription.get_message(timeout=0.2)
+        if message is not None:
+            kinds.append(message["type"])
+            if message["type"] == "subscribe":
+                break
+    assert kinds[-1:] == ["subscribe"]
+    assert _rejected(wrong, "ssubscribe") == refused_before + 1  # it did go there first
+    with owner.client() as conn:
+        assert conn.execute_command("PUBSUB", "SHARDNUMSUB", channel)[1] == 1
+    await subscription.aclose()
+
+
+def _rejected(srv: Any, command: str) -> int:
+    """How many ``command`` calls ``srv`` refused (MOVED included)."""
+    with srv.client() as conn:
+        stats = conn.info("commandstats").get(f"cmdstat_{command}", {})
+    return int(stats.get("rejected_calls", 0))
+
+
+async def test_a_cluster_client_that_decodes_responses_works(
+    cluster: RedisClusterServers,
+) -> None:
+    """decode_responses=True on the cluster client: replies and sharded messages are str."""
+    client = cluster.async_client(decode_responses=True)
+    seen: list[int] = []
+
+    def worker() -> Any:
+        async def run() -> None:
+            lock = redlease.Lock(client, "decoded", ttl=5.0)
+            for _ in range(10):
+                async with lock:
+                    seen.append(lock.fence or 0)
+
+        return run
+
+    await AsyncTasks.gather(*(worker() for _ in range(3)))  # contended: wake-ups too
+    assert sorted(seen) == seen and len(set(seen)) == 30
+    await client.aclose()

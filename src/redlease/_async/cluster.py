@@ -29,6 +29,7 @@ What a cluster adds:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -41,6 +42,7 @@ from redis.exceptions import (
     ConnectionError,
     MovedError,
     NoScriptError,
+    RedisClusterException,
     RedisError,
     ResponseError,
     TimeoutError,
@@ -137,6 +139,20 @@ class AsyncClusterBackend(AsyncBackend):
     async def owner(self, slot: int) -> AsyncBackend:
         """The backend of the master that owns ``slot`` (as far as we know)."""
         root = self._croot
+        address = root._owners.get(slot) if not root._stale else None
+        if address is None:
+            try:
+                address = await self._lookup(slot)
+            except RedisClusterException as exc:  # not a RedisError: say it as one
+                root._stale = True
+                raise ConnectionError(
+                    f"no node of the cluster answered for slot {slot}: {exc}"
+                ) from exc
+        return self._node(address)
+
+    async def _lookup(self, slot: int) -> tuple[str, int]:
+        """The master of ``slot`` in the client's map of slots (refreshed first if stale)."""
+        root = self._croot
         if getattr(self.client, "_initialize", False):  # an asyncio client not used yet
             await self.client.initialize()
         manager = self.client.nodes_manager
@@ -144,13 +160,10 @@ class AsyncClusterBackend(AsyncBackend):
             root._stale = False
             root._owners.clear()
             await manager.initialize()
-        address = root._owners.get(slot)
-        if address is None:
-            node = manager.get_node_from_slot(slot)
-            if root._template is None:
-                root._template = _node_settings(node)
-            address = (node.host, int(node.port))
-        return self._node(address)
+        node = manager.get_node_from_slot(slot)
+        if root._template is None:
+            root._template = _node_settings(node)
+        return (node.host, int(node.port))
 
     def _node(self, address: tuple[str, int]) -> AsyncBackend:
         root = self._croot
@@ -352,27 +365,40 @@ class _ShardedSubscription:
     def __init__(self, backend: AsyncClusterBackend) -> None:
         self._backend = backend
         self._pubsub: Any = None
+        self._channels: tuple[bytes, ...] = ()
+        self._followed = False
         self._closed = False
 
     async def subscribe(self, *channels: bytes) -> None:
         slot = key_slot(channels[0])
-        backend = self._backend
+        self._channels = channels
         try:
-            node = await backend.owner(slot)
-            self._pubsub = node.pubsub()._pubsub
-            await self._pubsub.ssubscribe(*channels)
+            await self._subscribe_on(await self._backend.owner(slot))
         except (ConnectionError, TimeoutError):
-            backend._broken()
+            self._backend._broken()
             raise
+
+    async def _subscribe_on(self, node: AsyncBackend) -> None:
+        self._pubsub = node.pubsub()._pubsub
+        await self._pubsub.ssubscribe(*self._channels)
 
     async def get_message(self, timeout: float) -> Any:
         if self._pubsub is None:
             raise ConnectionError("not subscribed")
         try:
             message = await self._pubsub.get_message(timeout=timeout)
-        except MovedError as exc:  # subscribed on a node that does not own the slot any more
+        except MovedError as exc:  # our map of slots was stale when we subscribed
             self._backend._broken()
-            raise ConnectionError(f"the waiters' channel moved: {exc}") from exc
+            if self._followed or self._closed:
+                raise ConnectionError(f"the waiters' channel moved: {exc}") from exc
+            # A refused SSUBSCRIBE subscribed nothing: subscribing on the node named, once,
+            # repeats nothing (and the hub still waits for the confirmation from there).
+            self._followed = True
+            stale, self._pubsub = self._pubsub, None
+            with contextlib.suppress(RedisError, OSError):
+                await stale.aclose()
+            await self._subscribe_on(self._backend._moved(key_slot(self._channels[0]), exc))
+            return None
         except (ConnectionError, TimeoutError):
             self._backend._broken()
             raise
@@ -411,10 +437,14 @@ class AsyncClusterRenewal:
         """
         backend = self.backend
         by_node: dict[int, tuple[AsyncBackend, dict[int, list[int]]]] = {}
-        for i, holding in enumerate(due):
-            slot = key_slot(holding.key)
-            node = await backend.owner(slot)
-            by_node.setdefault(id(node), (node, {}))[1].setdefault(slot, []).append(i)
+        try:
+            for i, holding in enumerate(due):
+                slot = key_slot(holding.key)
+                node = await backend.owner(slot)
+                by_node.setdefault(id(node), (node, {}))[1].setdefault(slot, []).append(i)
+        except RedisError as exc:  # no map of slots: try again soon, until it is over
+            _warn(len(due), exc)
+            return None
         left = max(min(h.expires_at for h in due) - time.monotonic(), MIN_WAIT)
         result: list[bool] = [False] * len(due)
         failed: BaseException | None = None
