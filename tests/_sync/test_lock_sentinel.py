@@ -83,3 +83,39 @@ def _queued(client: object, name: str) -> object:
         return int(client.zcard(keys(name).queue)) == 1  # type: ignore[attr-defined]
 
     return check
+
+
+def test_a_waiter_blocked_through_a_failover_is_told_not_left_hanging(
+    sentinel_group: SentinelGroup,
+) -> None:
+    """The master dies under a blocked waiter: its subscription breaks, it tries again, and
+    either gets the lock on the new master or raises LockUnavailable; never False, never a
+    hang until its timeout."""
+    client = sentinel_group.master_for(socket_timeout=2)
+    holder = redlease.Lock(client, "through", ttl=10)
+    waiter = redlease.Lock(client, "through", ttl=10)
+    outcome: list[object] = []
+
+    def hold() -> None:
+        assert holder.acquire()
+        assert wait_until(_queued(client, "through"))
+        Tasks.blocking(sentinel_group.failover)
+
+    def wait() -> None:
+        assert wait_until(holder.locked)
+        began = time.monotonic()
+        try:
+            outcome.append(waiter.acquire(timeout=60))
+        except redlease.LockUnavailable as exc:
+            outcome.append(exc)
+        outcome.append(time.monotonic() - began)
+
+    Tasks.gather(hold, wait)
+    result, seconds = outcome
+    print(f"a waiter blocked through a failover: {result!r} after {seconds:.2f}s")
+    assert result is not False
+    assert isinstance(seconds, float) and seconds < 30  # far from its 60 s timeout
+    fresh = redlease.Lock(client, "after-failover", ttl=10)
+    assert fresh.acquire(timeout=10)  # and the new master serves locks
+    fresh.release()
+    client.close()
