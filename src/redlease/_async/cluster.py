@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,6 +59,8 @@ from .renewer import MIN_WAIT
 __all__ = ["AsyncClusterBackend", "AsyncClusterRenewal"]
 
 _log = logging.getLogger("redlease")
+
+_guard = threading.Lock()
 
 _DROPPED = ("redis_connect_func", "retry", "connection_class", "max_connections")
 """Node connection settings that belong to the cluster client, not to a private pool."""
@@ -169,14 +172,21 @@ class AsyncClusterBackend(AsyncBackend):
         root = self._croot
         backend = root._nodes.get(address)
         if backend is None:
-            if root._template is None:
-                root._template = _node_settings(self.client.nodes_manager.get_node_from_slot(0))
-            cls, kwargs = root._template
-            kwargs = {**kwargs, "host": address[0], "port": address[1]}
-            pool = self._flavor.pool_class(connection_class=cls, **kwargs)
-            backend = AsyncBackend(self._flavor.client_class(connection_pool=pool), self._flavor)
-            root._nodes[address] = backend
+            with _guard:  # threads of one sync client: one pool per node, none leaked
+                backend = root._nodes.get(address)
+                if backend is None:
+                    backend = self._new_node(address)
+                    root._nodes[address] = backend
         return backend if self._timeout is None else backend.with_deadline(self._timeout)
+
+    def _new_node(self, address: tuple[str, int]) -> AsyncBackend:
+        root = self._croot
+        if root._template is None:
+            root._template = _node_settings(self.client.nodes_manager.get_node_from_slot(0))
+        cls, kwargs = root._template
+        kwargs = {**kwargs, "host": address[0], "port": address[1]}
+        pool = self._flavor.pool_class(connection_class=cls, **kwargs)
+        return AsyncBackend(self._flavor.client_class(connection_pool=pool), self._flavor)
 
     def _broken(self) -> None:
         """A node failed to answer: refresh the map of slots before the next script (the
