@@ -113,7 +113,9 @@ class AsyncClusterBackend(AsyncBackend):
         self._flavor = _redis_flavor()
         self._nodes: dict[tuple[str, int], AsyncBackend] = {}  # root only: per node
         self._template: tuple[Any, dict[str, Any]] | None = None  # root only
-        self._owners: dict[int, tuple[str, int]] = {}  # root only: slot -> learned by MOVED
+        # root only: slot -> its master, as last looked up or learned from MOVED; cleared when
+        # the map is refreshed (after MOVED, or a node that did not answer)
+        self._owners: dict[int, tuple[str, int]] = {}
         self._stale = False  # root only: refresh the map of slots before the next script
         self._cluster_deadlines: dict[float, AsyncClusterBackend] = {}
 
@@ -145,7 +147,7 @@ class AsyncClusterBackend(AsyncBackend):
         address = root._owners.get(slot) if not root._stale else None
         if address is None:
             try:
-                address = await self._lookup(slot)
+                address = root._owners[slot] = await self._lookup(slot)
             except RedisClusterException as exc:  # not a RedisError: say it as one
                 root._stale = True
                 raise ConnectionError(
