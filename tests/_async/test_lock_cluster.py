@@ -9,6 +9,7 @@ cluster's own faults (failover, slot migration) are tested in ``test_cluster_fau
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
@@ -19,6 +20,7 @@ import redis.asyncio
 import redlease.asyncio as redlease
 from redlease._async import cluster as adapter
 from redlease._async.runtime import runtime_for
+from redlease._core.lease import process_id
 from redlease.topology import RedisClusterServers, key_slot
 from tests._async.helpers import skipped, wait_until
 from tests._async.test_lock import *  # noqa: F403 - the tests to run again
@@ -247,3 +249,43 @@ async def test_a_cluster_client_that_decodes_responses_works(
     await AsyncTasks.gather(*(worker() for _ in range(3)))  # contended: wake-ups too
     assert sorted(seen) == seen and len(set(seen)) == 30
     await client.aclose()
+
+
+async def test_a_waiter_follows_its_lock_to_the_slots_new_master(
+    async_client: Any, cluster: RedisClusterServers
+) -> None:
+    """The slot moves while the lock is held and waited on: the node drops the waiter's
+    subscription (sunsubscribe), the waiter subscribes on the new master and is woken there."""
+    name = "moving"
+    source = cluster.master_of(keys(name).lock)
+    target = next(srv for srv in cluster.masters if srv is not source)
+    channel = runtime_for(async_client).channels(keys(name).lock) + process_id()
+    holder = redlease.Lock(async_client, name, ttl=1.5)
+    waiter = redlease.Lock(async_client, name, ttl=10)
+    woken: list[float] = []
+
+    def listening(node: Any) -> Any:
+        async def check() -> bool:
+            with node.client() as conn:
+                return int(conn.execute_command("PUBSUB", "SHARDNUMSUB", channel)[1]) == 1
+
+        return check
+
+    async def hold() -> None:
+        assert await holder.acquire()
+        assert await wait_until(listening(source))
+        await AsyncTasks.blocking(lambda: cluster.migrate_slot(keys(name).lock, target))
+        assert await wait_until(listening(target))
+        await AsyncTasks.sleep(1.6)  # past the lease: renewals go to the target
+        assert await holder.owned()
+        woken.append(time.monotonic())
+        await holder.release()
+
+    async def wait() -> None:
+        assert await wait_until(holder.locked)
+        assert await waiter.acquire(timeout=30)
+        woken.append(time.monotonic())
+        await waiter.release()
+
+    await AsyncTasks.gather(hold, wait)
+    assert woken[1] - woken[0] < 5.0  # woken by SPUBLISH on the target (its lease: 10 s)

@@ -10,6 +10,7 @@ cluster's own faults (failover, slot migration) are tested in ``test_cluster_fau
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -20,6 +21,7 @@ import redis
 import redlease as redlease
 from redlease._sync import cluster as adapter
 from redlease._sync.runtime import runtime_for
+from redlease._core.lease import process_id
 from redlease.topology import RedisClusterServers, key_slot
 from tests._sync.helpers import skipped, wait_until
 from tests._sync.test_lock import *  # noqa: F403 - the tests to run again
@@ -248,3 +250,43 @@ def test_a_cluster_client_that_decodes_responses_works(
     Tasks.gather(*(worker() for _ in range(3)))  # contended: wake-ups too
     assert sorted(seen) == seen and len(set(seen)) == 30
     client.close()
+
+
+def test_a_waiter_follows_its_lock_to_the_slots_new_master(
+    client: Any, cluster: RedisClusterServers
+) -> None:
+    """The slot moves while the lock is held and waited on: the node drops the waiter's
+    subscription (sunsubscribe), the waiter subscribes on the new master and is woken there."""
+    name = "moving"
+    source = cluster.master_of(keys(name).lock)
+    target = next(srv for srv in cluster.masters if srv is not source)
+    channel = runtime_for(client).channels(keys(name).lock) + process_id()
+    holder = redlease.Lock(client, name, ttl=1.5)
+    waiter = redlease.Lock(client, name, ttl=10)
+    woken: list[float] = []
+
+    def listening(node: Any) -> Any:
+        def check() -> bool:
+            with node.client() as conn:
+                return int(conn.execute_command("PUBSUB", "SHARDNUMSUB", channel)[1]) == 1
+
+        return check
+
+    def hold() -> None:
+        assert holder.acquire()
+        assert wait_until(listening(source))
+        Tasks.blocking(lambda: cluster.migrate_slot(keys(name).lock, target))
+        assert wait_until(listening(target))
+        Tasks.sleep(1.6)  # past the lease: renewals go to the target
+        assert holder.owned()
+        woken.append(time.monotonic())
+        holder.release()
+
+    def wait() -> None:
+        assert wait_until(holder.locked)
+        assert waiter.acquire(timeout=30)
+        woken.append(time.monotonic())
+        waiter.release()
+
+    Tasks.gather(hold, wait)
+    assert woken[1] - woken[0] < 5.0  # woken by SPUBLISH on the target (its lease: 10 s)
