@@ -64,10 +64,15 @@ autoclass_content = "both"  # the class docstring, then the __init__ one with it
 # intersphinx): they are the only references allowed to stay unresolved. Everything of
 # redlease's own must resolve. A new stdlib type in a signature fails the build until it is
 # added here, on purpose.
-nitpick_ignore_regex = [("py:class", r"redis\.[\w.]+")]
+nitpick_ignore_regex = [
+    ("py:class", r"redis\.[\w.]+"),
+    # autodoc splits a dataclass field's "dict[bytes, bytes]" at the comma (FencedRecord.fields)
+    ("py:class", r"dict\[\w+"),
+]
 nitpick_ignore = [
     ("py:class", "collections.abc.Callable"),
     ("py:class", "collections.abc.Sequence"),
+    ("py:class", "collections.abc.Mapping"),
     ("py:class", "argparse.ArgumentParser"),
 ]
 

@@ -56,6 +56,11 @@ class AsyncTasks:
         """Names of the tasks alive now."""
         return [t.get_name() for t in asyncio.all_tasks()]
 
+    @staticmethod
+    def background() -> set[Any]:
+        """redlease's own tasks alive now (watchdog, waiter hub reader, clean-ups)."""
+        return {t for t in asyncio.all_tasks() if t.get_name().startswith("redlease-")}
+
 
 class Tasks:
     """Run functions in other threads: what owns a lock in redlease."""
@@ -102,3 +107,8 @@ class Tasks:
     def names() -> list[str]:
         """Names of the threads alive now."""
         return [t.name for t in threading.enumerate()]
+
+    @staticmethod
+    def background() -> set[Any]:
+        """redlease's own threads alive now (watchdog, waiter hub reader, clean-ups)."""
+        return {t for t in threading.enumerate() if t.name.startswith("redlease-")}

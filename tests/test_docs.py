@@ -23,6 +23,7 @@ PAGES = [
     "reference/redlease.html",
     "reference/asyncio.html",
     "reference/errors.html",
+    "reference/operating.html",
     "reference/cli.html",
     "reference/algorithms.html",
     "design.html",
@@ -70,6 +71,12 @@ def test_reference_builds_without_a_warning(tmp_path: Path) -> None:
     asyncio = (html / "reference/asyncio.html").read_text()
     assert 'id="redlease.asyncio.Lock.acquire"' in asyncio
     assert "alias of" not in asyncio  # the async classes are documented, not just named
+    assert 'id="redlease.close"' in sync
+    assert 'id="redlease.asyncio.close"' in asyncio
+    operating = (html / "reference/operating.html").read_text()
+    for anchor in ("redlease.metrics.use", "redlease.metrics.PrometheusMetrics"):
+        assert f'id="{anchor}"' in operating, anchor
+    assert "held_at_close" in operating  # the table of log events
     errors = (html / "reference/errors.html").read_text()
     assert 'id="redlease.LockLost"' in errors
     cli = (html / "reference/cli.html").read_text()

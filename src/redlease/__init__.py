@@ -10,14 +10,24 @@
 The asyncio API has the same names in :mod:`redlease.asyncio`.
 """
 
+# ruff: noqa: E402 (the version check runs before the imports that would fail on old redis-py)
+from ._compat import check_redis_version
+
+check_redis_version()  # before anything else: an unsupported redis-py fails here, clearly
+
+from ._core.fencing import FencedRecord
 from ._core.inventory import Reservation, Stock
 from ._core.lock import LockInfo
 from ._core.ratelimit import RateLimit
+from ._sync.closing import close, closing
+from ._sync.fencing import FencedStore
 from ._sync.inventory import Inventory
 from ._sync.lock import Lock, RLock
 from ._sync.ratelimit import RateLimiter
 from ._sync.redlock import Redlock
 from .errors import (
+    FencedStoreUnavailable,
+    FencingError,
     ForeignData,
     InventoryError,
     InventoryUnavailable,
@@ -36,12 +46,17 @@ from .errors import (
     RedleaseError,
     ReplicasUnavailable,
     SoldOut,
+    StaleFence,
     Unavailable,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "FencedRecord",
+    "FencedStore",
+    "FencedStoreUnavailable",
+    "FencingError",
     "ForeignData",
     "Inventory",
     "InventoryError",
@@ -68,7 +83,10 @@ __all__ = [
     "ReplicasUnavailable",
     "Reservation",
     "SoldOut",
+    "StaleFence",
     "Stock",
     "Unavailable",
     "__version__",
+    "close",
+    "closing",
 ]

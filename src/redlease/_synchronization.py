@@ -13,22 +13,20 @@ import inspect
 import logging
 import os
 import threading
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable
 from typing import Any
-
-from redis.exceptions import TimeoutError
 
 __all__ = [
     "MIN_BUDGET",
+    "AsyncAtShutdown",
     "AsyncBackground",
     "AsyncEvent",
     "AsyncMutex",
-    "AsyncReads",
     "AsyncShield",
+    "AtShutdown",
     "Background",
     "Event",
     "Mutex",
-    "Reads",
     "Shield",
 ]
 
@@ -141,6 +139,16 @@ class AsyncBackground:
 
         self._task = asyncio.get_running_loop().create_task(run(), name=name)
 
+    def cancel(self) -> None:
+        """Cancel the task (unless it is the one calling)."""
+        if self._task is not asyncio.current_task():
+            self._task.cancel()
+
+    async def join(self, timeout: float | None) -> None:
+        """Wait until the task has ended, at most ``timeout`` seconds (not for itself)."""
+        if self._task is not asyncio.current_task() and not self._task.done():
+            await asyncio.wait({self._task}, timeout=timeout)
+
     @staticmethod
     def call(callback: Callable[[], object]) -> None:
         """Run a callback (``on_lost``); an awaitable it returns runs as a task of this loop.
@@ -154,7 +162,7 @@ class AsyncBackground:
                 _cleanups.add(task)
                 task.add_done_callback(_log_callback_task)
         except Exception:
-            _log.exception("on_lost callback failed")
+            _log.exception("on_lost callback failed", extra=_ON_LOST_FAILED)
 
     @staticmethod
     def scope() -> Hashable:
@@ -182,13 +190,21 @@ class Background:
         self._thread = threading.Thread(target=target, name=name, daemon=True)
         self._thread.start()
 
+    def cancel(self) -> None:
+        """Threads cannot be cancelled: the target must notice that it is to stop."""
+
+    def join(self, timeout: float | None) -> None:
+        """Wait until the thread has ended, at most ``timeout`` seconds (not for itself)."""
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
     @staticmethod
     def call(callback: Callable[[], object]) -> None:
         """Run a callback (``on_lost``); its errors are logged, never raised."""
         try:
             callback()
         except Exception:
-            _log.exception("on_lost callback failed")
+            _log.exception("on_lost callback failed", extra=_ON_LOST_FAILED)
 
     @staticmethod
     def scope() -> Hashable:
@@ -201,64 +217,59 @@ class Background:
         return threading.current_thread()
 
 
-class AsyncReads:
-    """Read one reply from a redis-py asyncio connection, raising when it does not come."""
+class AsyncAtShutdown:
+    """Runs a clean-up when the event loop shuts down, unless :meth:`aclose` came first.
 
-    @staticmethod
-    async def reply(conn: Any, timeout: float | None) -> Any:
-        """The next reply, within ``timeout`` seconds (``None``: the socket timeout).
+    ``asyncio.run()`` (and every runner that calls ``loop.shutdown_asyncgens()``) closes the
+    asynchronous generators still open on its loop after cancelling the tasks, while the loop
+    still runs: a suspended generator whose ``finally`` awaits the clean-up is the documented
+    way to be told. So a client that is never passed to ``close()`` still has its private
+    connections closed when the loop ends, before they could be reported as unclosed.
+    """
 
-        redis-py's asyncio ``read_response(timeout=...)`` returns ``None`` on timeout (its
-        pub/sub relies on that); a lock must not take a silent server for a ``nil`` reply.
-        """
-        if timeout is None:
-            return await conn.read_response()
+    def __init__(self, cleanup: Callable[[], Awaitable[None]]) -> None:
+        self._cleanup: Callable[[], Awaitable[None]] | None = cleanup
+        self._agen = self._until_shutdown()
+        step: Any = self._agen.__anext__()  # the loop's firstiter hook registers it
+        with contextlib.suppress(StopIteration):
+            step.send(None)  # runs to the yield without suspending (nothing is awaited)
+
+    async def _until_shutdown(self) -> AsyncGenerator[None, None]:
         try:
-            return await asyncio.wait_for(conn.read_response(), timeout)
-        except asyncio.TimeoutError:
-            raise TimeoutError(f"no reply within {timeout:.3f} s") from None
+            yield
+        finally:
+            cleanup, self._cleanup = self._cleanup, None
+            if cleanup is not None:
+                with contextlib.suppress(Exception):
+                    await cleanup()
+
+    async def aclose(self) -> None:
+        """Forget the clean-up (it was done another way) and let the loop forget us."""
+        if self._cleanup is not None:
+            self._cleanup = None
+            await self._agen.aclose()
 
 
-class Reads:
-    """Read one reply from a redis-py (or valkey-py) connection, raising when it does not come."""
+class AtShutdown:
+    """Nothing to do at shutdown for threads: they are daemons, and the garbage collector
+    closes the connections of a client that is gone."""
 
-    @staticmethod
-    def reply(conn: Any, timeout: float | None) -> Any:
-        """The next reply, within ``timeout`` seconds (``None``: the socket timeout).
+    def __init__(self, cleanup: Callable[[], None]) -> None:
+        pass
 
-        ``read_response(timeout=...)`` exists only from redis-py 8 (not in valkey-py); on
-        older clients the socket is polled first (``can_read``), and a reply that has started
-        to arrive is read within the socket timeout.
-        """
-        if timeout is None:
-            return conn.read_response()
-        if _takes_timeout(conn):
-            return conn.read_response(timeout=timeout)  # raises TimeoutError when it runs out
-        if not conn.can_read(timeout=timeout):
-            raise TimeoutError(f"no reply within {timeout:.3f} s")
-        return conn.read_response()
-
-
-_TAKES_TIMEOUT: dict[type, bool] = {}
-
-
-def _takes_timeout(conn: Any) -> bool:
-    """Whether ``conn.read_response`` takes ``timeout`` (redis-py 8), once per class."""
-    kind = type(conn)
-    known = _TAKES_TIMEOUT.get(kind)
-    if known is None:
-        known = _TAKES_TIMEOUT[kind] = "timeout" in inspect.signature(conn.read_response).parameters
-    return known
+    def close(self) -> None:
+        """Nothing to forget."""
 
 
 _cleanups: set[Any] = set()  # background tasks, kept alive until done
 _log = logging.getLogger("redlease")
+_ON_LOST_FAILED = {"redlease_event": "on_lost_failed"}
 
 
 def _log_callback_task(task: asyncio.Future[Any]) -> None:
     _cleanups.discard(task)
     if not task.cancelled() and task.exception() is not None:
-        _log.error("on_lost callback failed", exc_info=task.exception())
+        _log.error("on_lost callback failed", exc_info=task.exception(), extra=_ON_LOST_FAILED)
 
 
 MIN_BUDGET = 0.005

@@ -12,15 +12,20 @@ Every method that talks to Redis is a coroutine (``acquire``, ``release``, ``ext
 that acquired them.
 """
 
+from ._async.closing import close, closing
+from ._async.fencing import AsyncFencedStore as FencedStore
 from ._async.inventory import AsyncInventory as Inventory
 from ._async.lock import AsyncLock as Lock
 from ._async.lock import AsyncRLock as RLock
 from ._async.ratelimit import AsyncRateLimiter as RateLimiter
 from ._async.redlock import AsyncRedlock as Redlock
+from ._core.fencing import FencedRecord
 from ._core.inventory import Reservation, Stock
 from ._core.lock import LockInfo
 from ._core.ratelimit import RateLimit
 from .errors import (
+    FencedStoreUnavailable,
+    FencingError,
     ForeignData,
     InventoryError,
     InventoryUnavailable,
@@ -39,10 +44,15 @@ from .errors import (
     RedleaseError,
     ReplicasUnavailable,
     SoldOut,
+    StaleFence,
     Unavailable,
 )
 
 __all__ = [
+    "FencedRecord",
+    "FencedStore",
+    "FencedStoreUnavailable",
+    "FencingError",
     "ForeignData",
     "Inventory",
     "InventoryError",
@@ -69,6 +79,9 @@ __all__ = [
     "ReplicasUnavailable",
     "Reservation",
     "SoldOut",
+    "StaleFence",
     "Stock",
     "Unavailable",
+    "close",
+    "closing",
 ]

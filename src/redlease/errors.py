@@ -21,6 +21,9 @@ Every error this library raises on purpose derives from :class:`RedleaseError`::
     │   └── InventoryUnavailable Redis failed or could not be reached: the cause is chained
     ├── RateLimitError
     │   └── RateLimitUnavailable Redis failed or could not be reached: the cause is chained
+    ├── FencingError
+    │   ├── StaleFence           a write's fence is below the highest the resource accepted
+    │   └── FencedStoreUnavailable  Redis failed or could not be reached: the cause is chained
     └── (later primitives add their own branches)
 
 Bad arguments are not ``RedleaseError``: they raise ``ValueError`` / ``TypeError`` at once,
@@ -43,6 +46,8 @@ if TYPE_CHECKING:
     from ._core.inventory import Reservation
 
 __all__ = [
+    "FencedStoreUnavailable",
+    "FencingError",
     "ForeignData",
     "InventoryError",
     "InventoryUnavailable",
@@ -60,6 +65,7 @@ __all__ = [
     "RateLimitUnavailable",
     "RedleaseError",
     "SoldOut",
+    "StaleFence",
     "Unavailable",
 ]
 
@@ -270,7 +276,47 @@ class RateLimitUnavailable(RateLimitError, Unavailable):
     """
 
 
+# -- fencing --------------------------------------------------------------------------------
+class FencingError(RedleaseError):
+    """Base class of the errors of :class:`~redlease.FencedStore` (``name``: the resource's)."""
+
+
+class StaleFence(FencingError):
+    """The write's fence is below the highest fence the resource has accepted: refused.
+
+    The writer's lock was lost (its lease ran out during a pause, or it was cut off) and a
+    newer holder has written since. Nothing was changed. ``fence`` is the fence given,
+    ``highest`` the highest accepted so far. Do not retry with the same fence: acquire the
+    lock again and redo the work from a fresh read.
+    """
+
+    def __init__(
+        self, message: str, *, name: str | bytes | None = None, fence: int, highest: int
+    ) -> None:
+        super().__init__(message, name=name)
+        self.fence = fence
+        self.highest = highest
+
+
+class FencedStoreUnavailable(FencingError, Unavailable):
+    """Redis failed, or could not be reached, during a fenced read or write.
+
+    The redis-py exception is chained as ``__cause__``. A write is one script, applied
+    entirely or not at all; when its reply was lost, :meth:`~redlease.FencedStore.read`
+    tells which (its ``version``), and repeating the write with the same fence is accepted
+    as long as no newer holder has written.
+    """
+
+
 _BASES = frozenset(
-    {RedleaseError, Unavailable, LockError, InventoryError, RateLimitError, _OrderStateError}
+    {
+        RedleaseError,
+        Unavailable,
+        LockError,
+        InventoryError,
+        RateLimitError,
+        _OrderStateError,
+        FencingError,
+    }
 )
 """Classes that are only caught, never raised."""

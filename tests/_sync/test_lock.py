@@ -710,6 +710,25 @@ def test_a_waiter_whose_timeout_ends_in_an_outage_is_told_unavailable_not_false(
     holder_client.close()
 
 
+def test_release_extend_and_inspect_on_a_hung_server_take_one_socket_timeout(
+    make_server: Any,
+) -> None:
+    srv = make_server()
+    client = redis.Redis(host=srv.host, port=srv.port, socket_timeout=1.0)
+    lock = redlease.Lock(client, "stuck", ttl=30.0, renew=False)
+    lock.acquire()
+    srv.pause()
+    try:
+        for call in (lock.inspect, lock.extend, lock.release):
+            started = time.monotonic()
+            with pytest.raises(redlease.LockUnavailable):
+                call()
+            assert time.monotonic() - started < 1.0 + SLACK
+    finally:
+        srv.resume()
+    client.close()
+
+
 def test_server_restarting_empty_is_reported_lost(make_server: Any) -> None:
     srv = make_server()
     client = redis.Redis(host=srv.host, port=srv.port, socket_timeout=1.0)

@@ -15,6 +15,7 @@ from redlease import errors
         redlease.QuorumUnavailable,
         redlease.InventoryUnavailable,
         redlease.RateLimitUnavailable,
+        redlease.FencedStoreUnavailable,
     ],
 )
 def test_every_outage_is_one_catchable_unavailable(cls: type[Exception]) -> None:
@@ -30,6 +31,7 @@ def test_every_outage_is_one_catchable_unavailable(cls: type[Exception]) -> None
         redlease.LockError,
         redlease.InventoryError,
         redlease.RateLimitError,
+        redlease.FencingError,
     ],
 )
 def test_bases_are_not_raised_bare(base: type[redlease.RedleaseError]) -> None:

@@ -36,6 +36,8 @@ PINNED = {
     "acquire": "0adb2469e8f4052756c3de758d1b376926704060",
     "extend": "dbe2b8da203a13ef7a56cc3d32d11fb1f221f7ad",
     "fence": "5cdf0e9c5e711464050a9a903e0ebbb8736597b7",
+    "fenced_read": "2bd07fd07f94bdc0d8f3a9db67be05389f807688",
+    "fenced_write": "551b8812bf1a7f039a3dc1974a85c6485c1c877f",
     "inspect": "23cf64285edd41af75afc4ff64408942174c566a",
     "inventory_cancel": "04ba64a562a9acb01be885f79a5efeec46e2707d",
     "inventory_confirm": "26595c56be87d6b7a9ad809c6db5c450f1c7f6db",

@@ -30,7 +30,6 @@ What a cluster adds:
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -49,16 +48,14 @@ from redis.exceptions import (
     TimeoutError,
 )
 
+from .._compat import AsyncConnections
 from .._core import renewals
 from .._core.lease import Holding
 from .._core.scripts import Script
-from .._synchronization import AsyncReads
 from .client import AsyncBackend, Pending, _redis_flavor
 from .renewer import MIN_WAIT
 
 __all__ = ["AsyncClusterBackend", "AsyncClusterRenewal"]
-
-_log = logging.getLogger("redlease")
 
 _guard = threading.Lock()
 
@@ -109,6 +106,10 @@ class AsyncClusterBackend(AsyncBackend):
         self.client = client
         self.identity: tuple[str, int] | None = None
         self._croot = root or self
+        self._root = self._croot  # what the inherited _refuse_if_closed() looks at
+        self._foreign = ()  # redis-py only: nothing to translate
+        self.closed = False  # set by redlease.close(): every new call raises ConnectionError
+        self._down = False
         self._timeout = timeout
         self._flavor = _redis_flavor()
         self._nodes: dict[tuple[str, int], AsyncBackend] = {}  # root only: per node
@@ -141,8 +142,14 @@ class AsyncClusterBackend(AsyncBackend):
         return backend
 
     # -- routing ----------------------------------------------------------------------------
+    @property
+    def address(self) -> str:
+        """Which cluster this is, for log messages."""
+        return f"cluster {','.join(f'{h}:{p}' for h, p in sorted(self._croot._nodes))}"
+
     async def owner(self, slot: int) -> AsyncBackend:
         """The backend of the master that owns ``slot`` (as far as we know)."""
+        self._refuse_if_closed()
         root = self._croot
         address = root._owners.get(slot) if not root._stale else None
         if address is None:
@@ -303,6 +310,7 @@ class AsyncClusterBackend(AsyncBackend):
     # -- pub/sub and identity ---------------------------------------------------------------
     def pubsub(self) -> Any:
         """A sharded subscription (SSUBSCRIBE) on the node owning its channel's slot."""
+        self._refuse_if_closed()
         return _ShardedSubscription(self)
 
     async def identify(self) -> tuple[str, int]:
@@ -314,7 +322,7 @@ class AsyncClusterBackend(AsyncBackend):
         conn = await node._checkout()
         try:
             await conn.send_command("CLUSTER", "MYID")
-            reply = await AsyncReads.reply(conn, self.socket_timeout)
+            reply = await AsyncConnections.read(conn, self.socket_timeout)
         except BaseException:
             await node._discard(conn)
             raise
@@ -324,8 +332,10 @@ class AsyncClusterBackend(AsyncBackend):
         return root.identity
 
     async def aclose(self) -> None:
-        """Close the private connections (the user's client is left alone)."""
-        for backend in self._croot._nodes.values():
+        """Refuse new calls and close the private connections of every node (the user's
+        client is left alone)."""
+        self._croot.closed = True
+        for backend in list(self._croot._nodes.values()):
             await backend.aclose()
 
 
@@ -442,24 +452,21 @@ class AsyncClusterRenewal:
 
     backend: AsyncClusterBackend
 
-    async def renew(self, script: Script, due: list[Holding]) -> list[bool] | None:
-        """Per holding True (renewed) / False (lost); None if a node did not answer.
+    async def renew(self, script: Script, due: list[Holding]) -> list[bool]:
+        """Per holding True (renewed) / False (lost); raises if a node did not answer (the
+        watchdog then tries the whole batch again soon: renewing twice is harmless).
 
         Bounded by the shortest lease left in the batch, as on one server.
         """
         backend = self.backend
         by_node: dict[int, tuple[AsyncBackend, dict[int, list[int]]]] = {}
-        try:
-            for i, holding in enumerate(due):
-                slot = key_slot(holding.key)
-                node = await backend.owner(slot)
-                by_node.setdefault(id(node), (node, {}))[1].setdefault(slot, []).append(i)
-        except RedisError as exc:  # no map of slots: try again soon, until it is over
-            _warn(len(due), exc)
-            return None
+        for i, holding in enumerate(due):
+            slot = key_slot(holding.key)
+            node = await backend.owner(slot)
+            by_node.setdefault(id(node), (node, {}))[1].setdefault(slot, []).append(i)
         left = max(min(h.expires_at for h in due) - time.monotonic(), MIN_WAIT)
         result: list[bool] = [False] * len(due)
-        failed: BaseException | None = None
+        failed: Exception | None = None
         sent: list[tuple[_Batch, list[list[int]]]] = []
         for node, slots in by_node.values():  # write to every node before reading any
             groups = list(slots.values())
@@ -477,7 +484,7 @@ class AsyncClusterRenewal:
                         reply = await backend.run(script, keys, args, left)
                     except RedisError as exc:
                         reply = exc
-                if isinstance(reply, BaseException):
+                if isinstance(reply, Exception):
                     failed = reply
                     continue
                 try:
@@ -488,8 +495,7 @@ class AsyncClusterRenewal:
         if failed is not None:
             if isinstance(failed, (ConnectionError, TimeoutError)):
                 backend._broken()
-            _warn(len(due), failed)
-            return None
+            raise failed
         return result
 
 
@@ -545,13 +551,3 @@ class _Batch:
             return replies + [exc] * (len(self.calls) - len(replies))
         await node._pool.release(conn)
         return replies
-
-
-def _warn(leases: int, exc: BaseException) -> None:
-    _log.warning(
-        "renewal of %d lease(s) failed, retrying: %s: %s",
-        leases,
-        type(exc).__name__,
-        exc,
-        extra={"redlease_event": "renewal_failed", "redlease_leases": leases},
-    )

@@ -14,12 +14,13 @@ from collections.abc import Callable, Hashable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from .. import _observe
 from .._core import validate
 from .._core.lease import Holding
 from .._core.lock import LockKeys
 from .._core.scripts import Script
 from .._synchronization import AsyncBackground, AsyncMutex
-from ..errors import LockLost, LockNotOwned, LockUnavailable, NotAcquired
+from ..errors import LockLost, LockNotOwned, LockUnavailable, NotAcquired, Unavailable
 
 if TYPE_CHECKING:
     from .runtime import AsyncRuntime
@@ -51,6 +52,9 @@ class AsyncHandle:
         self._on_lost = validate.on_lost(on_lost, coroutines=AsyncBackground.ASYNC)
         self.name = name
         self._keys = LockKeys.build(validate.prefix(prefix), validate.name(name))
+        # How logs and metrics call it (redlease._observe): "lock", "rlock", "redlock", ...
+        self._primitive = _primitive(type(self))
+        self._label = name if isinstance(name, str) else name.decode("utf-8", "replace")
         self._ttl_ms = validate.lease_ms(ttl)
         self.ttl = self._ttl_ms / 1000
         self.timeout = validate.timeout(timeout)
@@ -102,6 +106,22 @@ class AsyncHandle:
         a lock the caller holds and keeps renewing (use :class:`RLock` to re-enter). A holding
         whose lease has run out is not held any more: the caller may take the lock again.
         """
+        started = time.monotonic()
+        _observe.waiting(self._primitive, self._label, 1)
+        try:
+            acquired = await self._take(blocking, timeout)
+        except Unavailable as exc:
+            _observe.error(self._primitive, self._label, "acquire", exc)
+            raise
+        finally:
+            _observe.waiting(self._primitive, self._label, -1)
+        if acquired:
+            _observe.acquired(self._primitive, self._label, time.monotonic() - started)
+        else:
+            _observe.not_acquired(self._primitive, self._label, time.monotonic() - started)
+        return acquired
+
+    async def _take(self, blocking: bool, timeout: float | None) -> bool:
         if not blocking:
             if timeout is not DEFAULT and validate.timeout(timeout) is not None:
                 raise ValueError("timeout must not be given when blocking is False")
@@ -136,6 +156,8 @@ class AsyncHandle:
         if holding is None:
             self._mutex.release()
             return False
+        holding.acquired_at = time.monotonic()
+        runtime = self._runtime()  # the current one, should redlease have been closed meanwhile
         runtime.holdings[self._keys.lock] = holding
         if self.renew:
             holding.renewed = True
@@ -182,6 +204,8 @@ class AsyncHandle:
             on_lost=self._on_lost,
             renew_script=renew_script,
             renew_target=renew_target,
+            primitive=self._primitive,
+            name=self._label,
         )
 
     async def _reenter(self, holding: Holding) -> None:
@@ -217,7 +241,15 @@ class AsyncHandle:
             del runtime.holdings[holding.key]
         if not runtime.renewer.release(holding):
             raise self._lost("was lost before release: its lease ran out or it was taken")
-        await self._release_remote(holding)
+        try:
+            await self._release_remote(holding)
+        except LockLost:
+            _observe.lost(holding, "release")
+            raise
+        except Unavailable as exc:
+            _observe.error(self._primitive, self._label, "release", exc)
+            raise
+        _observe.released(holding, time.monotonic() - holding.acquired_at)
 
     async def extend(self, ttl: float | None = None) -> None:
         """Set the remaining lease to ``ttl`` seconds (default: the lock's ttl); not added.
@@ -226,7 +258,11 @@ class AsyncHandle:
         :class:`~redlease.LockNotOwned` / :class:`~redlease.LockLost` like :meth:`release`.
         """
         ttl_ms = self._ttl_ms if ttl is None else validate.lease_ms(ttl)
-        await self._extend(self._owned_holding("extend"), ttl_ms)
+        try:
+            await self._extend(self._owned_holding("extend"), ttl_ms)
+        except Unavailable as exc:
+            _observe.error(self._primitive, self._label, "extend", exc)
+            raise
 
     async def _extend(self, holding: Holding, ttl_ms: int) -> None:
         if holding.lost:
@@ -250,6 +286,8 @@ class AsyncHandle:
 
     def _mark_lost(self, holding: Holding) -> LockLost:
         """Record that ``holding`` is gone, tell ``on_lost``, and return the error to raise."""
+        if holding.active:
+            _observe.lost(holding, "extend")
         callback = holding.mark_lost()
         if callback is not None:
             AsyncBackground.call(callback)
@@ -304,6 +342,14 @@ class AsyncHeld(Generic[_Handle]):
 
     def __repr__(self) -> str:
         return f"<held {self.lock!r}>"
+
+
+def _primitive(cls: type) -> str:
+    """``"lock"`` for Lock and AsyncLock (and a user's subclass of either), and so on."""
+    for klass in cls.__mro__:
+        if klass.__module__.startswith("redlease."):
+            return klass.__name__.removeprefix("Async").lower()
+    return cls.__name__.lower()  # pragma: no cover - every handle derives from ours
 
 
 def _left(deadline: float | None) -> float | None:

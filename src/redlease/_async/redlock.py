@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio
+from redis.exceptions import RedisError
 
 from .._core import redlock as core
 from .._core import renewals, validate
@@ -345,8 +346,9 @@ class AsyncQuorumRenewal:
     drift_factor: float
     timeout: float
 
-    async def renew(self, script: Script, due: list[Holding]) -> list[bool] | None:
-        """Per holding True (renewed on a majority in time) / False (lost); None: cannot tell."""
+    async def renew(self, script: Script, due: list[Holding]) -> list[bool]:
+        """Per holding True (renewed on a majority in time) / False (lost); raises
+        ``RedisError`` when fewer than a majority answered (cannot tell)."""
         keys, args = renewals.batch_call(due)
         start = time.monotonic()
         replies = await AsyncFanOut.run(
@@ -358,8 +360,10 @@ class AsyncQuorumRenewal:
                 answered.append(renewals.decode(reply, len(due)))
             except (TypeError, ValueError):  # an exception in its place, or nonsense
                 continue
-        if len(answered) < self.quorum:
-            return None  # cannot tell: try again soon, until the validity runs out
+        if len(answered) < self.quorum:  # cannot tell: try again soon, until validity ends
+            raise RedisError(
+                f"{len(answered)} of {len(self.backends)} servers answered, {self.quorum} needed"
+            )
         elapsed = time.monotonic() - start
         return [
             sum(1 for renewed in answered if renewed[j]) >= self.quorum

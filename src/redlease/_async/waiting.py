@@ -60,19 +60,28 @@ async def wait_turn(
     :param listen_error: called when subscribing to server ``i`` fails; it may raise (one
         server: the wait cannot work) or not (N servers: one fewer voice). Default: raise.
     """
-    event = AsyncEvent()
     n = len(hubs)
+    outcome: Outcome | None = None
+    if not all(h.subscribed for h in hubs) or (
+        deadline is not None and time.monotonic() >= deadline
+    ):
+        outcome = await attempt(False)  # the uncontended path: one round trip, nothing else
+        if outcome.result is not None:
+            return outcome.result
+    event = AsyncEvent()
     waiters: list[Waiter] = []
-    if all(h.subscribed for h in hubs) and (deadline is None or time.monotonic() < deadline):
-        # Every hub listens already: register, then queue on the first try. Registered, the
-        # waiter keeps its hub from going idle, so its turn cannot go unheard.
-        waiters = [hub.join(token, event) for hub in hubs]
-    joined = bool(waiters) and all(h.subscribed for h in hubs)
-    queued: tuple[int, ...] = tuple(range(n)) if joined else ()
+    joined = False
+    queued: tuple[int, ...] = ()
     gave_up = False
     try:
-        outcome = await attempt(joined)
-        queued = outcome.queued if joined else ()
+        if outcome is None:
+            # Every hub listens already: register, then queue on the first try. Registered,
+            # the waiter keeps its hub from going idle, so its turn cannot go unheard.
+            waiters = [hub.join(token, event) for hub in hubs]
+            joined = all(h.subscribed for h in hubs)
+            queued = tuple(range(n)) if joined else ()
+            outcome = await attempt(joined)
+            queued = outcome.queued if joined else ()
         while outcome.result is None:
             if deadline is not None and time.monotonic() >= deadline:
                 gave_up = True

@@ -68,6 +68,11 @@ class Holding:
     on_lost: Callable[[], object] | None = field(default=None, repr=False)
     renew_script: Script | None = field(default=None, repr=False)
     renew_target: Hashable = field(default=None, repr=False)
+    # What logs and metrics call it (see redlease._observe): "lock", "redlock", ...; its name;
+    # and when it was acquired (monotonic), for the hold time.
+    primitive: str = ""
+    name: str = ""
+    acquired_at: float = 0.0
 
     @property
     def active(self) -> bool:

@@ -73,6 +73,12 @@ class RenewSchedule:
         """Stop renewing ``holding``: called by release *before* the release is sent."""
         self._due.pop(id(holding), None)
 
+    def drain(self) -> list[Holding]:
+        """Stop renewing everything; returns the holdings still held (active)."""
+        held = [holding for holding, _ in self._live()]
+        self._due.clear()
+        return held
+
     def _live(self) -> Iterator[tuple[Holding, float]]:
         for key, (ref, due) in list(self._due.items()):
             holding = ref()

@@ -26,7 +26,7 @@ class with the same methods, in ``cluster.py``.
 
 from __future__ import annotations
 
-import inspect
+import logging
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -37,10 +37,11 @@ from typing import Any
 import redis
 import redis.cluster
 import redis.exceptions
-from redis.exceptions import NoScriptError, RedisError, ResponseError
+from redis.exceptions import ConnectionError, NoScriptError, RedisError, ResponseError, TimeoutError
 
+from .._compat import Connections, private_kwargs
 from .._core.scripts import Script
-from .._synchronization import Reads
+from .._logging import record
 
 __all__ = ["Backend", "Pending", "backend_for", "check_client"]
 
@@ -58,12 +59,6 @@ class _Flavor:
     retry_class: Any
     no_backoff: Any
     errors: tuple[type[BaseException], ...]
-
-    @property
-    def named_checkout(self) -> bool:
-        """Whether ``get_connection`` needs a command name (redis-py < 5.3, valkey-py 6)."""
-        parameter = inspect.signature(self.pool_class.get_connection).parameters.get("command_name")
-        return parameter is not None and parameter.default is inspect.Parameter.empty
 
 
 def _flavor(client: Any) -> _Flavor | None:
@@ -167,8 +162,12 @@ class Backend:
         self._flavor = flavor
         self._timeout = timeout
         self._pool = self._private_pool(timeout)
-        self._named_checkout = flavor.named_checkout
+        self._foreign = flavor.errors  # the client library's own errors: () for redis-py
+        value = self._pool.connection_kwargs.get("socket_timeout")
+        self._socket_timeout = None if value is None else float(value)
         self._deadlines: dict[float, Backend] = {}
+        self.closed = False  # set by redlease.close(): every new call raises ConnectionError
+        self._down = False  # the server failed to answer and has not answered since (logged)
 
     def __repr__(self) -> str:
         kwargs = self.client.connection_pool.connection_kwargs
@@ -184,20 +183,14 @@ class Backend:
         dead one.
         """
         pool: Any = self.client.connection_pool
-        kwargs = dict(pool.connection_kwargs)
-        kwargs["retry"] = self._flavor.retry_class(self._flavor.no_backoff(), 0)
-        if timeout is not None:
-            kwargs["socket_timeout"] = timeout
-            kwargs["socket_connect_timeout"] = max(timeout, 1.0)
+        no_retry = self._flavor.retry_class(self._flavor.no_backoff(), 0)
+        kwargs = private_kwargs(pool, no_retry, timeout)
         return self._flavor.pool_class(connection_class=pool.connection_class, **kwargs)
 
     @property
     def socket_timeout(self) -> float | None:
         """The longest a reply may take here (``None``: no limit)."""
-        if self._timeout is not None:
-            return self._timeout
-        value = self.client.connection_pool.connection_kwargs.get("socket_timeout")
-        return None if value is None else float(value)
+        return self._socket_timeout
 
     def with_deadline(self, timeout: float) -> Backend:
         """This server, with every reply (and connect) bounded by ``timeout`` seconds."""
@@ -220,7 +213,7 @@ class Backend:
         ``timeout`` bounds the reply (default, and at most: the socket timeout). Raises
         redis-py's exceptions.
         """
-        limit = self.socket_timeout
+        limit = self._socket_timeout
         if timeout is not None and limit is not None:
             timeout = min(timeout, limit)
         return self.receive(self.send(script, keys, args), timeout)
@@ -288,13 +281,21 @@ class Backend:
 
     def send(self, script: Script, keys: Sequence[bytes], args: Sequence[Any]) -> Pending:
         """Send EVALSHA ``script`` on a connection of its own; read it with :meth:`receive`."""
-        with self._translated():
-            conn = self._checkout()
         try:
-            with self._translated():
-                conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
-        except BaseException:
+            conn = self._checkout()
+        except self._foreign as exc:
+            raise self._failed(translate(exc)) from exc
+        except (ConnectionError, TimeoutError) as exc:
+            self._failed(exc)
+            raise
+        try:
+            conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        except BaseException as exc:
             self._discard(conn)
+            if isinstance(exc, self._foreign):
+                raise self._failed(translate(exc)) from exc
+            if isinstance(exc, (ConnectionError, TimeoutError)):
+                self._failed(exc)
             raise
         return Pending(conn, script, keys, args, time.monotonic())
 
@@ -314,8 +315,10 @@ class Backend:
                 reply = self._read(conn, pending.sent_at, timeout)
             except NoScriptError:
                 script, keys, args = pending.script, pending.keys, pending.args
-                with self._translated():
+                try:
                     conn.send_command("EVAL", script.source, len(keys), *keys, *args)
+                except self._foreign as exc:
+                    raise translate(exc) from exc
                 reply = self._read(conn, time.monotonic(), timeout)
         except ResponseError:
             self._pool.release(conn)  # a complete error reply: the connection is in sync
@@ -329,13 +332,20 @@ class Backend:
     def _read(self, conn: Any, since: float, timeout: float | None) -> Any:
         # At least a millisecond, so that a reply already in the buffer is still read.
         left = None if timeout is None else max(since + timeout - time.monotonic(), 0.001)
-        with self._translated():
-            return Reads.reply(conn, left)
+        try:
+            reply = Connections.read(conn, left)
+        except self._foreign as exc:
+            raise self._failed(translate(exc)) from exc
+        except (ConnectionError, TimeoutError) as exc:
+            self._failed(exc)
+            raise
+        if self._root._down:
+            self._root._answered()
+        return reply
 
     def _checkout(self) -> Any:
-        if self._named_checkout:
-            return self._pool.get_connection("EVALSHA")
-        return self._pool.get_connection()
+        self._refuse_if_closed()
+        return Connections.get(self._pool)
 
     def abandon(self, pending: Pending) -> None:
         """Close the connection of a script whose reply will not be read."""
@@ -343,13 +353,14 @@ class Backend:
 
     def _discard(self, conn: Any) -> None:
         try:
-            conn.disconnect()
+            Connections.drop(conn)
         finally:
             self._pool.release(conn)
 
     # -- pub/sub and identity ---------------------------------------------------------------
     def pubsub(self) -> Any:
         """A new pub/sub object on a private connection (never retried by the client)."""
+        self._refuse_if_closed()
         client = self._flavor.client_class(connection_pool=self._private_pool(None))
         return _Subscription(client.pubsub(), self)
 
@@ -366,7 +377,7 @@ class Backend:
         try:
             with self._translated():
                 conn.send_command("INFO", "server")
-                info = Reads.reply(conn, self._timeout)
+                info = Connections.read(conn, self._timeout)
         except BaseException:
             self._discard(conn)
             raise
@@ -376,20 +387,63 @@ class Backend:
         return self._root.identity
 
     def close(self) -> None:
-        """Close the private connections (the user's client is left alone)."""
+        """Refuse new calls and close the private connections (the user's client is left
+        alone); connections in use are closed too, cutting short what they were waiting for."""
+        self.closed = True
         for backend in (self, *self._deadlines.values()):
             backend._pool.disconnect()
 
+    def _refuse_if_closed(self) -> None:
+        if self._root.closed:
+            raise ConnectionError("redlease was closed for this client (redlease.close())")
+
+    def _failed(self, exc: BaseException) -> BaseException:
+        """Log, once until it answers again, that the server stopped answering; ``exc``."""
+        root = self._root
+        if isinstance(exc, (ConnectionError, TimeoutError)) and not root._down and not root.closed:
+            root._down = True
+            record(
+                logging.WARNING,
+                "server_unavailable",
+                "Redis server %s is unavailable: %s: %s",
+                root.address,
+                type(exc).__name__,
+                exc,
+                server=root.address,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+        return exc
+
     @contextmanager
     def _translated(self) -> Iterator[None]:
-        """Raise redis-py's exception classes for the client library's own ones."""
-        if not self._flavor.errors:
-            yield
-            return
+        """Raise redis-py's exception classes for the client library's own ones, and log
+        when the server stops answering (once, until it answers again)."""
         try:
             yield
-        except self._flavor.errors as exc:
-            raise translate(exc) from exc
+        except self._foreign as exc:  # () for redis-py: nothing to translate
+            raise self._failed(translate(exc)) from exc
+        except (ConnectionError, TimeoutError) as exc:
+            self._failed(exc)
+            raise
+
+    def _answered(self) -> None:
+        """The server answered: log it if it had stopped answering."""
+        if self._down:
+            self._down = False
+            record(
+                logging.INFO,
+                "server_available",
+                "Redis server %s answers again",
+                self.address,
+                server=self.address,
+            )
+
+    @property
+    def address(self) -> str:
+        """Where the server is, for logs: ``host:port`` (or the socket path) and the database."""
+        kwargs = self.client.connection_pool.connection_kwargs
+        where = kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port')}"
+        return f"{where}/{kwargs.get('db', 0) or 0}"
 
 
 class _Subscription:
@@ -408,8 +462,10 @@ class _Subscription:
             return self._pubsub.get_message(timeout=timeout)
 
     def close(self) -> None:
+        """Close the subscription and its private pool."""
         with self._backend._translated():
             self._pubsub.close()
+            self._pubsub.connection_pool.disconnect()
 
 
 def info_field(info: bytes | str, field: str) -> str:

@@ -31,7 +31,6 @@ What a cluster adds:
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -50,16 +49,14 @@ from redis.exceptions import (
     TimeoutError,
 )
 
+from .._compat import Connections
 from .._core import renewals
 from .._core.lease import Holding
 from .._core.scripts import Script
-from .._synchronization import Reads
 from .client import Backend, Pending, _redis_flavor
 from .renewer import MIN_WAIT
 
 __all__ = ["ClusterBackend", "ClusterRenewal"]
-
-_log = logging.getLogger("redlease")
 
 _guard = threading.Lock()
 
@@ -110,6 +107,10 @@ class ClusterBackend(Backend):
         self.client = client
         self.identity: tuple[str, int] | None = None
         self._croot = root or self
+        self._root = self._croot  # what the inherited _refuse_if_closed() looks at
+        self._foreign = ()  # redis-py only: nothing to translate
+        self.closed = False  # set by redlease.close(): every new call raises ConnectionError
+        self._down = False
         self._timeout = timeout
         self._flavor = _redis_flavor()
         self._nodes: dict[tuple[str, int], Backend] = {}  # root only: per node
@@ -142,8 +143,14 @@ class ClusterBackend(Backend):
         return backend
 
     # -- routing ----------------------------------------------------------------------------
+    @property
+    def address(self) -> str:
+        """Which cluster this is, for log messages."""
+        return f"cluster {','.join(f'{h}:{p}' for h, p in sorted(self._croot._nodes))}"
+
     def owner(self, slot: int) -> Backend:
         """The backend of the master that owns ``slot`` (as far as we know)."""
+        self._refuse_if_closed()
         root = self._croot
         address = root._owners.get(slot) if not root._stale else None
         if address is None:
@@ -304,6 +311,7 @@ class ClusterBackend(Backend):
     # -- pub/sub and identity ---------------------------------------------------------------
     def pubsub(self) -> Any:
         """A sharded subscription (SSUBSCRIBE) on the node owning its channel's slot."""
+        self._refuse_if_closed()
         return _ShardedSubscription(self)
 
     def identify(self) -> tuple[str, int]:
@@ -315,7 +323,7 @@ class ClusterBackend(Backend):
         conn = node._checkout()
         try:
             conn.send_command("CLUSTER", "MYID")
-            reply = Reads.reply(conn, self.socket_timeout)
+            reply = Connections.read(conn, self.socket_timeout)
         except BaseException:
             node._discard(conn)
             raise
@@ -325,8 +333,10 @@ class ClusterBackend(Backend):
         return root.identity
 
     def close(self) -> None:
-        """Close the private connections (the user's client is left alone)."""
-        for backend in self._croot._nodes.values():
+        """Refuse new calls and close the private connections of every node (the user's
+        client is left alone)."""
+        self._croot.closed = True
+        for backend in list(self._croot._nodes.values()):
             backend.close()
 
 
@@ -443,24 +453,21 @@ class ClusterRenewal:
 
     backend: ClusterBackend
 
-    def renew(self, script: Script, due: list[Holding]) -> list[bool] | None:
-        """Per holding True (renewed) / False (lost); None if a node did not answer.
+    def renew(self, script: Script, due: list[Holding]) -> list[bool]:
+        """Per holding True (renewed) / False (lost); raises if a node did not answer (the
+        watchdog then tries the whole batch again soon: renewing twice is harmless).
 
         Bounded by the shortest lease left in the batch, as on one server.
         """
         backend = self.backend
         by_node: dict[int, tuple[Backend, dict[int, list[int]]]] = {}
-        try:
-            for i, holding in enumerate(due):
-                slot = key_slot(holding.key)
-                node = backend.owner(slot)
-                by_node.setdefault(id(node), (node, {}))[1].setdefault(slot, []).append(i)
-        except RedisError as exc:  # no map of slots: try again soon, until it is over
-            _warn(len(due), exc)
-            return None
+        for i, holding in enumerate(due):
+            slot = key_slot(holding.key)
+            node = backend.owner(slot)
+            by_node.setdefault(id(node), (node, {}))[1].setdefault(slot, []).append(i)
         left = max(min(h.expires_at for h in due) - time.monotonic(), MIN_WAIT)
         result: list[bool] = [False] * len(due)
-        failed: BaseException | None = None
+        failed: Exception | None = None
         sent: list[tuple[_Batch, list[list[int]]]] = []
         for node, slots in by_node.values():  # write to every node before reading any
             groups = list(slots.values())
@@ -478,7 +485,7 @@ class ClusterRenewal:
                         reply = backend.run(script, keys, args, left)
                     except RedisError as exc:
                         reply = exc
-                if isinstance(reply, BaseException):
+                if isinstance(reply, Exception):
                     failed = reply
                     continue
                 try:
@@ -489,8 +496,7 @@ class ClusterRenewal:
         if failed is not None:
             if isinstance(failed, (ConnectionError, TimeoutError)):
                 backend._broken()
-            _warn(len(due), failed)
-            return None
+            raise failed
         return result
 
 
@@ -546,13 +552,3 @@ class _Batch:
             return replies + [exc] * (len(self.calls) - len(replies))
         node._pool.release(conn)
         return replies
-
-
-def _warn(leases: int, exc: BaseException) -> None:
-    _log.warning(
-        "renewal of %d lease(s) failed, retrying: %s: %s",
-        leases,
-        type(exc).__name__,
-        exc,
-        extra={"redlease_event": "renewal_failed", "redlease_leases": leases},
-    )

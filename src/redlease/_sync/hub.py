@@ -13,6 +13,7 @@ next one to wait subscribes again.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from typing import Any
@@ -21,6 +22,7 @@ from redis.exceptions import RedisError
 
 from .._core.lease import process_id
 from .._core.waiters import Action, Waiter, WaiterTable, waiters_channel
+from .._logging import record
 from .._synchronization import Background, Event
 from .client import Backend
 
@@ -125,6 +127,25 @@ class Hub:
         with self._guard:
             return self._table.plan(waiter, deadline, time.monotonic(), fallback)
 
+    def close(self, timeout: float | None) -> None:
+        """Close the subscription and end the reader (waiting at most ``timeout`` seconds).
+
+        The waiters still registered are woken: their next try finds the backend closed.
+        """
+        with self._guard:
+            pubsub, self._pubsub = self._pubsub, None
+            reader, self._reader = self._reader, None
+            woken = self._table.on_disconnect()
+        _signal(woken)
+        if reader is not None:
+            reader.cancel()  # a task is cancelled; a thread's read is cut short by the close
+        if pubsub is not None:
+            _close(pubsub)
+        if reader is not None:
+            reader.join(timeout)
+            if pubsub is not None:
+                _close(pubsub)  # again: a read cut short may have reconnected it
+
     def _read(self) -> None:
         with self._guard:
             pubsub = self._pubsub
@@ -137,13 +158,17 @@ class Hub:
             except Exception:  # broken, or closed under us (the client was closed): start over
                 with self._guard:
                     woken = self._table.on_disconnect()
-                    if self._pubsub is pubsub:
+                    mine = self._pubsub is pubsub  # else close() took it, and closes it
+                    if mine:
                         self._pubsub = None
                         self._reader = None
                 _signal(woken)
-                _close(pubsub)
+                if mine:
+                    _close(pubsub)
                 return
             with self._guard:
+                if self._pubsub is not pubsub:  # closed under us (close)
+                    return
                 now = time.monotonic()
                 woken = []
                 if message is not None:
@@ -153,13 +178,23 @@ class Hub:
                     elif kind == "subscribe":
                         self._table.confirmed = True
                         woken = self._table.waiters()  # those in ensure() may go on
-                woken += self._table.due(now)
+                lapsed = self._table.due(now)
+                woken += lapsed
                 done = self._table.idle(now, self._linger)
                 if done:
                     self._table.confirmed = False
                     self._pubsub = None
                     self._reader = None
             _signal(woken)
+            for waiter in lapsed:
+                record(
+                    logging.INFO,
+                    "handoff_skipped",
+                    "the waiter ahead of %s did not take its turn within the hand-off window "
+                    "(dead or too slow): trying now, which skips it if it is still missing",
+                    waiter.token.decode("ascii", "replace"),
+                    token=waiter.token.decode("ascii", "replace"),
+                )
             if done:
                 _close(pubsub)
                 return
@@ -171,7 +206,7 @@ def _signal(waiters: list[Waiter]) -> None:
 
 
 def _close(pubsub: Any) -> None:
-    with contextlib.suppress(RedisError, OSError):
+    with contextlib.suppress(Exception):  # best effort (a thread's read may race with it)
         pubsub.close()
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
+from redis.exceptions import RedisError
 
 from .._core import redlock as core
 from .._core import renewals, validate
@@ -346,8 +347,9 @@ class QuorumRenewal:
     drift_factor: float
     timeout: float
 
-    def renew(self, script: Script, due: list[Holding]) -> list[bool] | None:
-        """Per holding True (renewed on a majority in time) / False (lost); None: cannot tell."""
+    def renew(self, script: Script, due: list[Holding]) -> list[bool]:
+        """Per holding True (renewed on a majority in time) / False (lost); raises
+        ``RedisError`` when fewer than a majority answered (cannot tell)."""
         keys, args = renewals.batch_call(due)
         start = time.monotonic()
         replies = FanOut.run(
@@ -359,8 +361,10 @@ class QuorumRenewal:
                 answered.append(renewals.decode(reply, len(due)))
             except (TypeError, ValueError):  # an exception in its place, or nonsense
                 continue
-        if len(answered) < self.quorum:
-            return None  # cannot tell: try again soon, until the validity runs out
+        if len(answered) < self.quorum:  # cannot tell: try again soon, until validity ends
+            raise RedisError(
+                f"{len(answered)} of {len(self.backends)} servers answered, {self.quorum} needed"
+            )
         elapsed = time.monotonic() - start
         return [
             sum(1 for renewed in answered if renewed[j]) >= self.quorum

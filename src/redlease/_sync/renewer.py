@@ -8,19 +8,21 @@ script, and a Redlock on its own servers. It marks the holdings it finds gone as
 their ``on_lost``), and exits once nothing has been left to renew for ``linger`` seconds, so
 no thread or task outlives the leases it serves for long.
 
-A renewal target is anything with ``renew(script, holdings)``: :class:`ServerRenewal`
-here for one server, ``QuorumRenewal`` in ``redlock.py`` for a majority of N.
+A renewal target is anything with ``renew(script, holdings)``, which answers per holding
+(renewed or lost) or raises when it cannot tell: :class:`ServerRenewal` here for one
+server, ``QuorumRenewal`` in ``redlock.py`` for a majority of N. Renewals, failures and
+lost leases are logged and measured through :mod:`redlease._observe`.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .. import _observe
 from .._core import renewals
 from .._core.lease import Holding
 from .._core.renewals import RenewSchedule
@@ -29,8 +31,6 @@ from .._synchronization import Background, Event
 from .client import Backend
 
 __all__ = ["Renewer", "ServerRenewal"]
-
-_log = logging.getLogger("redlease")
 
 RETRY = 0.5
 """Seconds before a renewal that failed (Redis error) is tried again."""
@@ -48,11 +48,17 @@ class Renewer:
         self._wake = Event()
         self._worker: Background | None = None
         self._sleep_until = 0.0
+        self._closed = False
+        self._stopping: Background | None = None  # the worker told to end by stop()
 
     def add(self, holding: Holding) -> None:
         """Start renewing ``holding`` (acquired just now)."""
         with self._guard:
             now = time.monotonic()
+            if self._closed:  # acquired while redlease was being closed: held at close
+                holding.renewed = False
+                _observe.held_at_close(holding, holding.expires_at - now)
+                return
             self._schedule.add(holding, now)
             if self._worker is None:
                 self._worker = Background(self._run, name="redlease-renewer")
@@ -71,13 +77,40 @@ class Renewer:
             holding.released = True
             return not lost
 
+    def stop(self) -> list[Holding]:
+        """Stop renewing for good and tell the watchdog to end (see :meth:`join`); returns
+        the holdings it was renewing."""
+        with self._guard:
+            self._closed = True
+            held = self._schedule.drain()
+            worker, self._worker = self._worker, None
+            self._stopping = worker
+        for holding in held:
+            holding.renewed = False
+        self._wake.set()
+        if worker is not None:
+            worker.cancel()
+        return held
+
+    def join(self, timeout: float | None) -> None:
+        """After :meth:`stop`: wait until the watchdog has ended, at most ``timeout`` seconds
+        (a thread in the middle of a renewal ends when its reply comes or its call fails)."""
+        worker, self._stopping = self._stopping, None
+        if worker is not None:
+            worker.join(timeout)
+
     def _run(self) -> None:
         idle_since: float | None = None
         while True:
             callbacks: list[Callable[[], object] | None] = []
+            expired: list[Holding] = []
             with self._guard:
+                if self._closed:
+                    return
                 now = time.monotonic()
                 for holding in self._schedule.expired(now):
+                    if holding.active:
+                        expired.append(holding)
                     callbacks.append(holding.mark_lost())
                 due = self._schedule.take_due(now)
                 next_due = self._schedule.next_due()
@@ -91,6 +124,8 @@ class Renewer:
                         self._worker = None
                         return
                 self._sleep_until = now + sleep
+            for holding in expired:
+                _observe.lost(holding, "expired")
             _run_lost(callbacks)
             if due:
                 self._renew(due)
@@ -104,23 +139,36 @@ class Renewer:
 
     def _renew_batch(self, target: Any, script: Script, due: list[Holding]) -> None:
         sent = time.monotonic()
-        renewed = target.renew(script, due)
-        if renewed is None:
-            with self._guard:  # keep trying until the lease is surely over (see expired())
-                for h in due:
-                    self._schedule.add(h, sent, delay=min(RETRY, h.ttl_ms / 3000))
+        try:
+            renewed = target.renew(script, due)
+        except Exception as exc:  # no answer (or nonsense): try again soon, until it is over
+            with self._guard:
+                if self._closed:
+                    return
+                delays = [min(RETRY, h.ttl_ms / 3000) for h in due]
+                for h, delay in zip(due, delays, strict=True):  # until surely over: expired()
+                    self._schedule.add(h, sent, delay=delay)
+            _observe.renewal_failed(due, exc, min(delays))
             return
         callbacks: list[Callable[[], object] | None] = []
+        done: list[Holding] = []
+        gone: list[Holding] = []
         with self._guard:
             for h, ok in zip(due, renewed, strict=True):
                 if not h.active:
                     continue  # released while the renewal was on its way
                 if ok:
                     h.extended(sent, h.ttl_ms)
-                    self._schedule.add(h, sent)
+                    done.append(h)
+                    if not self._closed:
+                        self._schedule.add(h, sent)
                 else:
                     self._schedule.discard(h)
+                    gone.append(h)
                     callbacks.append(h.mark_lost())
+        _observe.renewed(done)
+        for h in gone:
+            _observe.lost(h, "gone")
         _run_lost(callbacks)
 
 
@@ -137,23 +185,13 @@ class ServerRenewal:
 
     backend: Backend
 
-    def renew(self, script: Script, due: list[Holding]) -> list[bool] | None:
-        """Per holding True (renewed) / False (lost); None if the server did not answer.
+    def renew(self, script: Script, due: list[Holding]) -> list[bool]:
+        """Per holding True (renewed) / False (lost); raises if the server did not answer.
 
         The call is bounded by the shortest lease left in the batch: on a hung server,
         waiting longer (for the socket timeout) would only learn too late that it ran out.
         """
         keys, args = renewals.batch_call(due)
         left = min(h.expires_at for h in due) - time.monotonic()
-        try:
-            reply = self.backend.run(script, keys, args, max(left, MIN_WAIT))
-            return renewals.decode(reply, len(due))
-        except Exception as exc:  # no answer (or nonsense): try again soon, until it is over
-            _log.warning(
-                "renewal of %d lease(s) failed, retrying: %s: %s",
-                len(due),
-                type(exc).__name__,
-                exc,
-                extra={"redlease_event": "renewal_failed", "redlease_leases": len(due)},
-            )
-            return None
+        reply = self.backend.run(script, keys, args, max(left, MIN_WAIT))
+        return renewals.decode(reply, len(due))

@@ -3,24 +3,27 @@
 
 The runtime hangs off the client object itself, so it lives exactly as long as the client and
 needs no global registry. A forked child (sync) or another event loop (asyncio) gets its own.
+:func:`detach` takes it off the client (``redlease.close()``), and the next use makes a new one.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from typing import Any
 
+from .. import _observe
 from .._core.keys import hash_tag
 from .._core.lease import Holding, process_id
 from .._core.waiters import WAITERS
-from .._synchronization import Background
+from .._synchronization import AtShutdown, Background
 from .client import Backend, backend_for
 from .cluster import ClusterBackend, ClusterRenewal
 from .hub import Hub
 from .renewer import Renewer, ServerRenewal
 
-__all__ = ["Runtime", "runtime_for"]
+__all__ = ["Runtime", "detach", "runtime_for"]
 
 _ATTRIBUTE = "_redlease_runtime"
 _guard = threading.Lock()
@@ -44,7 +47,44 @@ class Runtime:
         self._hubs: weakref.WeakValueDictionary[bytes, Hub] = weakref.WeakValueDictionary()
         # Lock key -> the holding of this process: for RLock re-entry and self-deadlock checks.
         self.holdings: weakref.WeakValueDictionary[bytes, Holding] = weakref.WeakValueDictionary()
+        self.closed = False
+        self.client_ref: weakref.ref[Any] | None = None
+        # asyncio: closed when the event loop shuts down, should close() never be called.
+        self._at_shutdown = AtShutdown(self._shutdown)
 
+    def close(self) -> None:
+        """Close what redlease made for the client: watchdog, waiter hub, private connections.
+
+        Leases still held are not released (their holders may still be at work): they are no
+        longer renewed, each is logged (``held_at_close``), and runs out within its lease
+        unless its holder releases it first. Waits at most one socket timeout (5 s if none)
+        for a background thread in the middle of a call.
+        """
+        if self.closed:
+            return
+        self.closed = True
+        self.backend.closed = True  # first: a waiter woken below must not subscribe again
+        self._at_shutdown.close()
+        if self.scope != Background.scope():
+            return  # another process' or event loop's: nothing of it can be closed from here
+        bound = self.backend.socket_timeout or 5.0
+        held = self.renewer.stop()
+        held_ids = {id(h) for h in held}
+        held += [h for h in list(self.holdings.values()) if h.active and id(h) not in held_ids]
+        self.hub.close(bound)
+        for hub in list(self._hubs.values()):  # a Cluster's per-lock hubs
+            hub.close(bound)
+        self.backend.close()  # cuts short a renewal still waiting for its reply
+        self.renewer.join(bound)
+        self.backend.close()  # again: a call cut short may have reconnected its socket
+        now = time.monotonic()
+        for holding in held:
+            if holding.active:
+                _observe.held_at_close(holding, holding.expires_at - now)
+
+    def _shutdown(self) -> None:
+        detach(self)
+        self.close()
 
     def channels(self, key: bytes) -> bytes:
         """The prefix of the channels on which the scripts of the lock whose key is ``key``
@@ -83,5 +123,21 @@ def runtime_for(client: Any) -> Runtime:
         if isinstance(runtime, Runtime) and runtime.scope == scope:
             return runtime
         fresh = Runtime(backend_for(client))
+        fresh.client_ref = weakref.ref(client)
         setattr(client, _ATTRIBUTE, fresh)
         return fresh
+
+
+def detach(target: Any) -> Runtime | None:
+    """Take the runtime off its client (``target``: the client, or the runtime itself);
+    returns it, or ``None`` if the client had none. The client's next use makes a new one."""
+    with _guard:
+        if isinstance(target, Runtime):
+            runtime: Runtime | None = target
+            client = target.client_ref() if target.client_ref is not None else None
+        else:
+            client = target
+            runtime = getattr(client, _ATTRIBUTE, None)
+        if runtime is not None and getattr(client, _ATTRIBUTE, None) is runtime:
+            delattr(client, _ATTRIBUTE)
+    return runtime if isinstance(runtime, Runtime) else None

@@ -1,0 +1,267 @@
+"""Drive redis-py connections the same way on every supported redis-py (>= 5.0.1), sync and asyncio.
+
+redlease runs its scripts on connections it takes from a private pool, so it depends on a few
+connection-level calls whose form moved between redis-py releases:
+
+=========================================  ===========================  ======================
+call                                       changed in                   what this module does
+=========================================  ===========================  ======================
+``pool.get_connection(command_name)``      5.3: name optional, and      passes a name only to
+                                           deprecated (warns) if given  pools that require one
+sync ``conn.read_response(timeout=...)``   8.0: added (before: no       8.0+: uses it; before:
+                                           per-read timeout at all)     sets the socket timeout
+asyncio ``read_response(timeout=...)``     never raises on expiry: it   ``wait_for`` around a
+                                           returns ``None``, like nil   plain read; raises
+default ``retry``                          6.0: 3 retries, 8.0: 10      ``Retry(NoBackoff(), 0)``
+default ``socket_timeout``, connect        8.0: 5 s (before: none)      5 s in a private pool
+``aclose()`` (Redis, PubSub, pool)         5.0.1 (5.0.0: ``close()``)   floor is 5.0.1
+=========================================  ===========================  ======================
+
+``AsyncConnections`` is for ``_async/``; ``scripts/unasync.py`` renames it to ``Connections``,
+the sync form, for ``_sync/``. Both have the same methods. A read that runs out of time raises
+:class:`redis.exceptions.TimeoutError` and leaves the connection disconnected (redis-py
+disconnects on a timed-out or cancelled read); callers still :meth:`drop` a connection after any
+error other than a complete error reply, before releasing it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+from typing import Any
+
+import redis
+import redis.asyncio
+import redis.asyncio.retry
+import redis.retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError, TimeoutError
+
+__all__ = [
+    "REDIS_FLOOR",
+    "AsyncConnections",
+    "Connections",
+    "check_redis_version",
+    "private_kwargs",
+    "redis_version_error",
+]
+
+REDIS_FLOOR = (5, 0, 1)
+"""The oldest redis-py redlease supports: 5.0.1 added ``aclose()`` to asyncio clients, pub/subs
+and pools (5.0.0 has only ``close()``, deprecated from 5.0.1 on), which redlease and its tests
+use. Everything else older releases lack is bridged here. Keep in step with pyproject.toml."""
+
+MIN_WAIT = 0.001
+"""Shortest read timeout, in seconds: a zero socket timeout would mean non-blocking mode (an
+``OSError``, not a timeout), and ``wait_for(..., 0)`` would cancel a reply already received."""
+
+DEFAULT_SOCKET_TIMEOUT = 5.0
+"""Socket and connect timeout of a private pool whose client sets none (redis-py 8's defaults).
+Before redis-py 8 the default is no timeout at all: a hung server would block the connect
+handshake (``CLIENT SETINFO``, ``AUTH``, ``SELECT``) and every untimed read forever."""
+
+_COMMAND = "EVALSHA"
+"""What a pool that requires a command name (redis-py < 5.3) is told; plain and blocking pools
+ignore it."""
+
+
+def _version_tuple(text: str) -> tuple[int, ...] | None:
+    match = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
+    if match is None:
+        return None
+    return tuple(int(part or 0) for part in match.groups())
+
+
+def redis_version_error(version: str | None = None) -> str | None:
+    """Why the installed redis-py (or ``version``) cannot be used, or None when it can.
+
+    A version that cannot be parsed (a source checkout, say) is given the benefit of the doubt.
+    """
+    text = str(getattr(redis, "__version__", "")) if version is None else version
+    found = _version_tuple(text)
+    if found is None or found >= REDIS_FLOOR:
+        return None
+    floor = ".".join(map(str, REDIS_FLOOR))
+    return (
+        f"redlease needs redis-py >= {floor}, but redis {text} is installed "
+        f"(at {getattr(redis, '__file__', '?')}); upgrade it: pip install 'redis>={floor}'"
+    )
+
+
+def check_redis_version() -> None:
+    """Raise ImportError, saying what to install, when the installed redis-py is too old."""
+    error = redis_version_error()
+    if error is not None:
+        raise ImportError(error)
+
+
+def _needs_command_name(pool_type: Any) -> bool:
+    """Whether ``pool_type.get_connection`` requires a command name (redis-py < 5.3)."""
+    known = _NEEDS_COMMAND_NAME.get(pool_type)
+    if known is None:
+        try:
+            params = list(inspect.signature(pool_type.get_connection).parameters.values())
+        except (TypeError, ValueError):  # pragma: no cover - an exotic pool: assume modern
+            params = []
+        positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        known = any(p.kind in positional and p.default is p.empty for p in params[1:])
+        _NEEDS_COMMAND_NAME[pool_type] = known
+    return known
+
+
+def _reads_with_timeout(connection_type: Any) -> bool:
+    """Whether sync ``read_response`` takes ``timeout=`` (redis-py >= 8.0)."""
+    known = _READS_WITH_TIMEOUT.get(connection_type)
+    if known is None:
+        try:
+            params = inspect.signature(connection_type.read_response).parameters
+        except (TypeError, ValueError):  # pragma: no cover
+            return False
+        known = _READS_WITH_TIMEOUT[connection_type] = "timeout" in params
+    return known
+
+
+_NEEDS_COMMAND_NAME: dict[Any, bool] = {}
+_READS_WITH_TIMEOUT: dict[Any, bool] = {}
+
+
+def private_kwargs(pool: Any, retry: Any, timeout: float | None = None) -> dict[str, Any]:
+    """Connection settings for a private pool like ``pool`` (see ``private_pool``), with
+    ``retry`` (a no-retry policy of the pool's own library: valkey-py has its own classes)."""
+    kwargs = dict(pool.connection_kwargs)
+    kwargs["retry"] = retry
+    for key in ("socket_timeout", "socket_connect_timeout"):
+        if kwargs.get(key) is None:
+            kwargs[key] = DEFAULT_SOCKET_TIMEOUT
+    # Before 6.0 these make a connection build Retry(NoBackoff(), 1) when ``retry`` is None;
+    # with an explicit retry they only add error classes to a zero-try policy. Drop them anyway.
+    kwargs.pop("retry_on_timeout", None)
+    kwargs.pop("retry_on_error", None)
+    if timeout is not None:
+        kwargs["socket_timeout"] = timeout
+        kwargs["socket_connect_timeout"] = max(timeout, 1.0)
+    return kwargs
+
+
+class AsyncConnections:
+    """Connection-level calls on redis-py asyncio pools and connections."""
+
+    @staticmethod
+    def no_retry() -> Any:
+        """A retry policy that never retries (redis-py 6 retries 3 times, 8 ten times)."""
+        return redis.asyncio.retry.Retry(NoBackoff(), 0)
+
+    @staticmethod
+    def private_pool(pool: Any, timeout: float | None = None) -> Any:
+        """A pool like ``pool`` (same connection class and settings) that never retries.
+
+        A socket or connect timeout that ``pool`` leaves unset is ``DEFAULT_SOCKET_TIMEOUT``.
+        With ``timeout``, its connections answer within ``timeout`` seconds instead of the
+        socket timeout, and get at least a second to connect.
+        """
+        kwargs = private_kwargs(pool, AsyncConnections.no_retry(), timeout)
+        return redis.asyncio.ConnectionPool(connection_class=pool.connection_class, **kwargs)
+
+    @staticmethod
+    async def get(pool: Any) -> Any:
+        """A connected connection from ``pool`` (give it back with :meth:`release`)."""
+        if _needs_command_name(type(pool)):
+            return await pool.get_connection(_COMMAND)
+        return await pool.get_connection()
+
+    @staticmethod
+    async def send(conn: Any, *args: Any) -> None:
+        """Write one command."""
+        await conn.send_command(*args)
+
+    @staticmethod
+    async def read(conn: Any, timeout: float | None) -> Any:
+        """The next reply, within ``timeout`` seconds (``None``: the socket timeout).
+
+        Raises :class:`redis.exceptions.TimeoutError` when it does not come in time; never
+        returns ``None`` for a missing reply (``read_response(timeout=...)`` would). The read is
+        cancelled, and redis-py then disconnects the connection.
+        """
+        if timeout is None:
+            return await conn.read_response()
+        try:
+            return await asyncio.wait_for(conn.read_response(), max(timeout, MIN_WAIT))
+        except asyncio.TimeoutError as exc:  # not builtins.TimeoutError before Python 3.11
+            raise TimeoutError(f"no reply within {timeout:.3f} s") from exc
+
+    @staticmethod
+    async def drop(conn: Any) -> None:
+        """Disconnect at once, without waiting for the server (it may be hung)."""
+        await conn.disconnect(nowait=True)
+
+    @staticmethod
+    async def release(pool: Any, conn: Any) -> None:
+        """Give ``conn`` back to ``pool`` (after :meth:`drop` if its state is unknown)."""
+        await pool.release(conn)
+
+
+class Connections:
+    """Connection-level calls on redis-py (sync) pools and connections."""
+
+    @staticmethod
+    def no_retry() -> Any:
+        """A retry policy that never retries (redis-py 6 retries 3 times, 8 ten times)."""
+        return redis.retry.Retry(NoBackoff(), 0)
+
+    @staticmethod
+    def private_pool(pool: Any, timeout: float | None = None) -> Any:
+        """A pool like ``pool`` (same connection class and settings) that never retries.
+
+        A socket or connect timeout that ``pool`` leaves unset is ``DEFAULT_SOCKET_TIMEOUT``.
+        With ``timeout``, its connections answer within ``timeout`` seconds instead of the
+        socket timeout, and get at least a second to connect.
+        """
+        kwargs = private_kwargs(pool, Connections.no_retry(), timeout)
+        return redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
+
+    @staticmethod
+    def get(pool: Any) -> Any:
+        """A connected connection from ``pool`` (give it back with :meth:`release`)."""
+        if _needs_command_name(type(pool)):
+            return pool.get_connection(_COMMAND)
+        return pool.get_connection()
+
+    @staticmethod
+    def send(conn: Any, *args: Any) -> None:
+        """Write one command."""
+        conn.send_command(*args)
+
+    @staticmethod
+    def read(conn: Any, timeout: float | None) -> Any:
+        """The next reply, within ``timeout`` seconds (``None``: the socket timeout).
+
+        Raises :class:`redis.exceptions.TimeoutError` when it does not come in time, and
+        redis-py disconnects the connection. Before redis-py 8 there is no per-read timeout:
+        the socket's own timeout is set for this read and put back after it. The bound is
+        per socket read, as in redis-py 8: a reply that trickles in may take longer.
+        """
+        if timeout is None:
+            return conn.read_response()
+        timeout = max(timeout, MIN_WAIT)
+        sock = conn._sock
+        if sock is None:  # redis-py 8 would fail with an AttributeError from its parser
+            raise ConnectionError("connection closed before its reply was read")
+        if _reads_with_timeout(type(conn)):
+            return conn.read_response(timeout=timeout)
+        sock.settimeout(timeout)
+        try:
+            return conn.read_response()
+        finally:
+            if conn._sock is sock:  # still connected: back to the client's socket timeout
+                sock.settimeout(conn.socket_timeout)
+
+    @staticmethod
+    def drop(conn: Any) -> None:
+        """Disconnect at once (closing a socket does not wait for the server)."""
+        conn.disconnect()
+
+    @staticmethod
+    def release(pool: Any, conn: Any) -> None:
+        """Give ``conn`` back to ``pool`` (after :meth:`drop` if its state is unknown)."""
+        pool.release(conn)

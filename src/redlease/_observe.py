@@ -1,0 +1,187 @@
+"""The one place that reports what the locks do: to the log and to the installed observer.
+
+The shared seams call these functions (never the primitives themselves): the lock handle
+(``_async/handle.py``: acquire, release, extend, for every kind of lock) and the watchdog
+(``_async/renewer.py``: renewals, lost leases). A new primitive built on those seams is
+logged and measured with no code of its own.
+
+The observer is the user's (:func:`redlease.metrics.use`); with none installed, each call is
+one global read. An observer that raises is logged once per method and otherwise ignored:
+metrics must never break a lock or stop the watchdog.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._core.lease import Holding
+from ._logging import record
+
+if TYPE_CHECKING:
+    from .metrics import Observer
+
+__all__ = [
+    "acquired",
+    "current",
+    "error",
+    "held_at_close",
+    "install",
+    "lost",
+    "not_acquired",
+    "released",
+    "renewal_failed",
+    "renewed",
+    "waiting",
+]
+
+_observer: Observer | None = None
+_failed: set[tuple[int, str]] = set()  # (id(observer), method) already logged as failing
+_guard = threading.Lock()
+
+
+def install(observer: Observer | None) -> Observer | None:
+    """Install ``observer`` (``None``: none); returns the one it replaces."""
+    global _observer
+    with _guard:
+        previous, _observer = _observer, observer
+    return previous
+
+
+def current() -> Observer | None:
+    """The installed observer, or ``None``."""
+    return _observer
+
+
+def _call(observer: Observer, method: str, *args: Any) -> None:
+    try:
+        getattr(observer, method)(*args)
+    except Exception as exc:
+        key = (id(observer), method)
+        if key not in _failed:
+            _failed.add(key)
+            record(
+                logging.ERROR,
+                "observer_failed",
+                "metrics observer %r failed in %s() (logged once): %s",
+                observer,
+                method,
+                exc,
+                exc_info=exc,
+                method=method,
+            )
+
+
+def acquired(primitive: str, name: str, waited: float) -> None:
+    """An acquire succeeded after ``waited`` seconds."""
+    observer = _observer
+    if observer is not None:
+        _call(observer, "acquired", primitive, name, waited)
+
+
+def not_acquired(primitive: str, name: str, waited: float) -> None:
+    """An acquire returned ``False`` (held by another) after ``waited`` seconds."""
+    observer = _observer
+    if observer is not None:
+        _call(observer, "not_acquired", primitive, name, waited)
+
+
+def waiting(primitive: str, name: str, change: int) -> None:
+    """An acquire started (``+1``) or ended (``-1``)."""
+    observer = _observer
+    if observer is not None:
+        _call(observer, "waiting", primitive, name, change)
+
+
+def released(holding: Holding, held: float) -> None:
+    """``holding`` was released after being held ``held`` seconds."""
+    observer = _observer
+    if observer is not None:
+        _call(observer, "released", holding.primitive, holding.name, held)
+
+
+def error(primitive: str, name: str, operation: str, exc: BaseException) -> None:
+    """``operation`` failed because Redis did (the caller gets ``exc``)."""
+    observer = _observer
+    if observer is not None:
+        _call(observer, "error", primitive, name, operation, exc)
+
+
+def renewed(holdings: Sequence[Holding]) -> None:
+    """The watchdog renewed these holdings."""
+    observer = _observer
+    if observer is not None:
+        for holding in holdings:
+            _call(observer, "renewed", holding.primitive, holding.name)
+
+
+def renewal_failed(holdings: Sequence[Holding], exc: BaseException, retry: float) -> None:
+    """A renewal of ``holdings`` got no (usable) answer; it is tried again in ``retry`` s."""
+    names = sorted({h.name for h in holdings})
+    record(
+        logging.WARNING,
+        "renewal_failed",
+        "renewal of %d lease(s) failed, retrying in %.2f s: %s: %s",
+        len(holdings),
+        retry,
+        type(exc).__name__,
+        exc,
+        leases=len(holdings),
+        names=names,
+        primitive=holdings[0].primitive if holdings else "",
+        name=names[0] if len(names) == 1 else "",
+        retry=retry,
+        error=f"{type(exc).__name__}: {exc}",
+    )
+    observer = _observer
+    if observer is not None:
+        for holding in holdings:
+            _call(observer, "renewal_failed", holding.primitive, holding.name)
+
+
+_REASONS = {
+    "gone": "a renewal found it gone (its lease ran out, or it was taken)",
+    "expired": "it ran out while renewals got no answer",
+    "release": "release() found it gone (its lease ran out, or it was taken)",
+    "extend": "extend() found it gone (its lease ran out, or it was taken)",
+}
+
+
+def lost(holding: Holding, reason: str) -> None:
+    """``holding`` is lost; ``reason`` is a key of ``_REASONS``."""
+    record(
+        logging.WARNING,
+        "lease_lost",
+        "%s %r lost its lease (fence %d): %s",
+        holding.primitive or "lock",
+        holding.name,
+        holding.fence,
+        _REASONS.get(reason, reason),
+        primitive=holding.primitive,
+        name=holding.name,
+        fence=holding.fence,
+        reason=reason,
+    )
+    observer = _observer
+    if observer is not None:
+        _call(observer, "lost", holding.primitive, holding.name)
+
+
+def held_at_close(holding: Holding, left: float) -> None:
+    """``close()`` found ``holding`` still held: it is no longer renewed (``left`` s remain)."""
+    record(
+        logging.WARNING,
+        "held_at_close",
+        "%s %r (fence %d) was still held when redlease was closed for its client: it is no "
+        "longer renewed and runs out in %.1f s unless its holder releases it first",
+        holding.primitive or "lock",
+        holding.name,
+        holding.fence,
+        max(left, 0.0),
+        primitive=holding.primitive,
+        name=holding.name,
+        fence=holding.fence,
+        remaining=max(left, 0.0),
+    )
