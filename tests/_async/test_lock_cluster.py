@@ -289,3 +289,44 @@ async def test_a_waiter_follows_its_lock_to_the_slots_new_master(
 
     await AsyncTasks.gather(hold, wait)
     assert woken[1] - woken[0] < 5.0  # woken by SPUBLISH on the target (its lease: 10 s)
+
+
+async def test_close_ends_the_per_lock_hubs_and_node_connections(
+    async_client: Any, cluster: RedisClusterServers
+) -> None:
+    """redlease.close() on a cluster client: no background work left, no connection of ours
+    on any node (its per-lock hubs included), and a wait in progress fails Unavailable."""
+    before = AsyncTasks.background()
+    holder = redlease.Lock(async_client, "closing", ttl=10)
+    waiter = redlease.Lock(async_client, "closing")
+    assert await holder.acquire()
+
+    async def wait() -> None:
+        with pytest.raises(redlease.LockUnavailable, match=r"redlease\.close"):
+            await waiter.acquire(timeout=20)
+
+    async def close_when_queued() -> None:
+        assert await wait_until(queued(async_client, "closing", 1))
+        assert await wait_until(_listening(cluster, keys("closing").lock, async_client))
+        await redlease.close(async_client)
+
+    await AsyncTasks.gather(wait, close_when_queued)
+    assert AsyncTasks.background() - before == set()
+    owner = cluster.master_of(keys("closing").lock)
+    with owner.client() as conn:
+        assert int(conn.execute_command("PUBSUB", "SHARDNUMSUB", _channel(async_client))[1]) == 0
+    again = redlease.Lock(async_client, "closing")  # the client's next use starts afresh
+    assert not await again.acquire(timeout=0)  # (still held: close() releases nothing)
+    await redlease.close(async_client)
+
+
+def _channel(client: Any) -> bytes:
+    return b"redlease:waiters:{closing}:" + process_id()
+
+
+def _listening(cluster: RedisClusterServers, key: bytes, client: Any) -> Any:
+    async def check() -> bool:
+        with cluster.master_of(key).client() as conn:
+            return int(conn.execute_command("PUBSUB", "SHARDNUMSUB", _channel(client))[1]) == 1
+
+    return check

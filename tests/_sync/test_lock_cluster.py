@@ -290,3 +290,44 @@ def test_a_waiter_follows_its_lock_to_the_slots_new_master(
 
     Tasks.gather(hold, wait)
     assert woken[1] - woken[0] < 5.0  # woken by SPUBLISH on the target (its lease: 10 s)
+
+
+def test_close_ends_the_per_lock_hubs_and_node_connections(
+    client: Any, cluster: RedisClusterServers
+) -> None:
+    """redlease.close() on a cluster client: no background work left, no connection of ours
+    on any node (its per-lock hubs included), and a wait in progress fails Unavailable."""
+    before = Tasks.background()
+    holder = redlease.Lock(client, "closing", ttl=10)
+    waiter = redlease.Lock(client, "closing")
+    assert holder.acquire()
+
+    def wait() -> None:
+        with pytest.raises(redlease.LockUnavailable, match=r"redlease\.close"):
+            waiter.acquire(timeout=20)
+
+    def close_when_queued() -> None:
+        assert wait_until(queued(client, "closing", 1))
+        assert wait_until(_listening(cluster, keys("closing").lock, client))
+        redlease.close(client)
+
+    Tasks.gather(wait, close_when_queued)
+    assert Tasks.background() - before == set()
+    owner = cluster.master_of(keys("closing").lock)
+    with owner.client() as conn:
+        assert int(conn.execute_command("PUBSUB", "SHARDNUMSUB", _channel(client))[1]) == 0
+    again = redlease.Lock(client, "closing")  # the client's next use starts afresh
+    assert not again.acquire(timeout=0)  # (still held: close() releases nothing)
+    redlease.close(client)
+
+
+def _channel(client: Any) -> bytes:
+    return b"redlease:waiters:{closing}:" + process_id()
+
+
+def _listening(cluster: RedisClusterServers, key: bytes, client: Any) -> Any:
+    def check() -> bool:
+        with cluster.master_of(key).client() as conn:
+            return int(conn.execute_command("PUBSUB", "SHARDNUMSUB", _channel(client))[1]) == 1
+
+    return check
