@@ -38,6 +38,7 @@ SUBS = [
     (r"\b_async\b", "_sync"),
     (r"\basync_client\b", "client"),
     (r"\basync_redlock_clients\b", "redlock_clients"),
+    (r"\basync_master_for\b", "master_for"),
 ]
 COMPILED = [(re.compile(p, re.MULTILINE), r) for p, r in SUBS]
 

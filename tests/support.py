@@ -43,6 +43,11 @@ class AsyncTasks:
         return list(await asyncio.gather(*(fn() for fn in fns)))
 
     @staticmethod
+    async def blocking(fn: Callable[[], T]) -> T:
+        """Run a blocking call (a topology's failover) without blocking the event loop."""
+        return await asyncio.to_thread(fn)
+
+    @staticmethod
     async def sleep(seconds: float) -> None:
         await asyncio.sleep(seconds)
 
@@ -88,6 +93,11 @@ class Tasks:
         if errors:
             raise errors[0]
         return results
+
+    @staticmethod
+    def blocking(fn: Callable[[], T]) -> T:
+        """Run a blocking call (the asyncio twin runs it in a thread)."""
+        return fn()
 
     @staticmethod
     def sleep(seconds: float) -> None:

@@ -183,6 +183,30 @@ class QuorumUnavailable(LockUnavailable):
         self.errors = dict(errors or {})
 
 
+class ReplicasUnavailable(LockUnavailable):
+    """Fewer replicas than ``wait_replicas`` acknowledged the acquisition within
+    ``wait_timeout`` (``WAIT``, or ``WAITAOF`` with ``wait_aof=True``): the lock was released
+    again and not taken.
+
+    ``acknowledged`` is how many replicas did, ``wanted`` how many were asked for; with
+    ``wait_aof``, ``fsynced_locally`` says whether the master itself wrote it to its AOF.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        name: str | bytes | None = None,
+        acknowledged: int = 0,
+        wanted: int = 0,
+        fsynced_locally: bool | None = None,
+    ) -> None:
+        super().__init__(message, name=name)
+        self.acknowledged = acknowledged
+        self.wanted = wanted
+        self.fsynced_locally = fsynced_locally
+
+
 # -- inventory ------------------------------------------------------------------------------
 class InventoryError(RedleaseError):
     """Base class of the errors of :class:`~redlease.Inventory` (``name`` is the inventory's)."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.support import AsyncTasks
 
 
@@ -14,3 +16,13 @@ async def wait_until(predicate: Any, limit: float = 10.0) -> bool:
             return True
         await AsyncTasks.sleep(0.02)
     return bool(await predicate())
+
+
+def skipped(reason: str) -> Any:
+    """A test that is skipped with ``reason``: rebinds a name a rerun module imported."""
+
+    @pytest.mark.skip(reason=reason)
+    def test() -> None:
+        """Not run here."""
+
+    return test

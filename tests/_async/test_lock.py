@@ -279,7 +279,7 @@ async def test_fencing_rejects_a_stale_holder_and_its_twin_does_not(
             "if tonumber(ARGV[2]) < seen then return 0 end "
             "redis.call('SET', KEYS[2], ARGV[2]) redis.call('SET', KEYS[1], ARGV[1]) return 1"
         )
-        return bool(await async_client.eval(script, 2, "data", "data:fence", value, fence))
+        return bool(await async_client.eval(script, 2, "{data}", "{data}:fence", value, fence))
 
     paused = redlease.Lock(async_client, "store", ttl=0.1, renew=False)
     await paused.acquire()
@@ -288,9 +288,9 @@ async def test_fencing_rejects_a_stale_holder_and_its_twin_does_not(
     async with redlease.Lock(async_client, "store", timeout=5) as fresh:
         assert await fenced_write("fresh", fresh.fence or 0)
     assert not await fenced_write("stale", paused_fence)  # fencing rejects the late write
-    assert await async_client.get("data") == b"fresh"
-    await async_client.set("data", "stale")  # the twin: an unfenced late write corrupts
-    assert await async_client.get("data") == b"stale"
+    assert await async_client.get("{data}") == b"fresh"
+    await async_client.set("{data}", "stale")  # the twin: an unfenced late write corrupts
+    assert await async_client.get("{data}") == b"stale"
 
 
 # -- the watchdog ---------------------------------------------------------------------------

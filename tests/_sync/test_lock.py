@@ -280,7 +280,7 @@ def test_fencing_rejects_a_stale_holder_and_its_twin_does_not(
             "if tonumber(ARGV[2]) < seen then return 0 end "
             "redis.call('SET', KEYS[2], ARGV[2]) redis.call('SET', KEYS[1], ARGV[1]) return 1"
         )
-        return bool(client.eval(script, 2, "data", "data:fence", value, fence))
+        return bool(client.eval(script, 2, "{data}", "{data}:fence", value, fence))
 
     paused = redlease.Lock(client, "store", ttl=0.1, renew=False)
     paused.acquire()
@@ -289,9 +289,9 @@ def test_fencing_rejects_a_stale_holder_and_its_twin_does_not(
     with redlease.Lock(client, "store", timeout=5) as fresh:
         assert fenced_write("fresh", fresh.fence or 0)
     assert not fenced_write("stale", paused_fence)  # fencing rejects the late write
-    assert client.get("data") == b"fresh"
-    client.set("data", "stale")  # the twin: an unfenced late write corrupts
-    assert client.get("data") == b"stale"
+    assert client.get("{data}") == b"fresh"
+    client.set("{data}", "stale")  # the twin: an unfenced late write corrupts
+    assert client.get("{data}") == b"stale"
 
 
 # -- the watchdog ---------------------------------------------------------------------------

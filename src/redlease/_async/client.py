@@ -19,8 +19,8 @@ timeouts) with client-side retries turned off. Errors are redis-py's exception c
 for valkey-py clients (translated, with the original chained), so that the primitives handle
 one family of errors.
 
-Only this module knows what a client object looks like; a Cluster adapter will be a second
-class with the same methods.
+Only this module knows what a client object looks like; the Redis Cluster adapter is a second
+class with the same methods, in ``cluster.py``.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio
+import redis.asyncio.cluster
 import redis.exceptions
 from redis.exceptions import ConnectionError, NoScriptError, RedisError, ResponseError, TimeoutError
 
@@ -43,7 +44,7 @@ from .._logging import record
 
 __all__ = ["AsyncBackend", "Pending", "backend_for", "check_client"]
 
-_KINDS = "redis.asyncio.Redis or valkey.asyncio.Valkey"
+_KINDS = "redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster or valkey.asyncio.Valkey"
 """The clients this API accepts, for error messages."""
 
 
@@ -98,8 +99,16 @@ def _valkey_flavor() -> _Flavor:
     )
 
 
-def check_client(client: Any, arg: str = "client") -> None:
-    """Refuse a client this API cannot use (a sync client here, or anything else)."""
+def check_client(client: Any, arg: str = "client", *, cluster: bool = True) -> None:
+    """Refuse a client this API cannot use (a sync client here, or anything else; a Redis
+    Cluster client too unless ``cluster``)."""
+    if isinstance(client, redis.asyncio.cluster.RedisCluster):
+        if cluster:
+            return
+        raise TypeError(
+            f"{arg} must be the client of one server, not of a Redis Cluster (Redlock needs "
+            "independent servers; on a Cluster, use Lock)"
+        )
     if _flavor(client) is None:
         raise TypeError(
             f"{arg} must be a {_KINDS}, got {type(client).__module__}."
@@ -110,6 +119,10 @@ def check_client(client: Any, arg: str = "client") -> None:
 
 def backend_for(client: Any, arg: str = "client") -> AsyncBackend:
     """A new backend for ``client`` (checked as :func:`check_client` does)."""
+    if isinstance(client, redis.asyncio.cluster.RedisCluster):
+        from .cluster import AsyncClusterBackend  # it builds on this module
+
+        return AsyncClusterBackend(client)
     flavor = _flavor(client)
     if flavor is None:
         check_client(client, arg)
@@ -130,6 +143,10 @@ class Pending:
 
 class AsyncBackend:
     """One standalone server (or Sentinel master) reached through a redis-py/valkey-py client."""
+
+    sharded = False
+    """Whether waiters are told on sharded channels in each lock's slot (a Cluster) or on one
+    channel per process (here: PUBLISH, which every server has)."""
 
     def __init__(
         self,
@@ -199,6 +216,67 @@ class AsyncBackend:
         if timeout is not None and limit is not None:
             timeout = min(timeout, limit)
         return await self.receive(await self.send(script, keys, args), timeout)
+
+    async def run_acknowledged(
+        self,
+        script: Script,
+        keys: Sequence[bytes],
+        args: Sequence[Any],
+        wait: Sequence[Any],
+        wait_timeout: float,
+    ) -> tuple[Any, Any]:
+        """EVALSHA ``script``, then ``wait`` (``WAIT`` or ``WAITAOF``), pipelined on ONE
+        connection: ``WAIT`` counts the writes of the connection it is sent on, so on any
+        other it would acknowledge nothing of the script's.
+
+        Returns ``(script reply, wait reply)``; the wait reply is the ``ResponseError`` the
+        server answered instead (e.g. a server with no WAITAOF), for the caller to judge,
+        since the script did run. The script's reply comes within the socket timeout, the
+        wait's within ``wait_timeout`` more. Raises as :meth:`run` does.
+        """
+        with self._translated():
+            conn = await self._checkout()
+        try:
+            with self._translated():
+                reply, acked = await self._script_then_wait(
+                    conn, ("EVALSHA", script.sha), keys, args, wait, wait_timeout
+                )
+                if isinstance(reply, NoScriptError):  # the wait ran for nothing: both again
+                    reply, acked = await self._script_then_wait(
+                        conn, ("EVAL", script.source), keys, args, wait, wait_timeout
+                    )
+        except BaseException:
+            await self._discard(conn)
+            raise
+        await self._pool.release(conn)
+        if isinstance(reply, ResponseError):
+            raise reply
+        return reply, acked
+
+    async def _script_then_wait(
+        self,
+        conn: Any,
+        call: tuple[str, str],
+        keys: Sequence[bytes],
+        args: Sequence[Any],
+        wait: Sequence[Any],
+        wait_timeout: float,
+    ) -> tuple[Any, Any]:
+        """Both replies (an error reply as its exception), the connection left in sync."""
+        await conn.send_packed_command(
+            conn.pack_commands([(*call, len(keys), *keys, *args), tuple(wait)])
+        )
+        sent = time.monotonic()
+        limit = self.socket_timeout
+        replies: list[Any] = []
+        for extra in (0.0, wait_timeout):
+            try:
+                replies.append(
+                    await self._read(conn, sent, None if limit is None else limit + extra)
+                )
+            except ResponseError as exc:
+                replies.append(exc)
+        return replies[0], replies[1]
 
     async def send(self, script: Script, keys: Sequence[bytes], args: Sequence[Any]) -> Pending:
         """Send EVALSHA ``script`` on a connection of its own; read it with :meth:`receive`."""
@@ -384,8 +462,10 @@ class _Subscription:
 
     async def aclose(self) -> None:
         """Close the subscription and its private pool."""
-        with self._backend._translated():
-            await self._pubsub.aclose()
+        try:
+            with self._backend._translated():
+                await self._pubsub.aclose()
+        finally:
             await self._pubsub.connection_pool.disconnect()
 
 

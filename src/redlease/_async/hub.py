@@ -36,9 +36,17 @@ class AsyncHub:
     """Pub/sub wake-ups for the blocked acquires of one client."""
 
     def __init__(
-        self, backend: AsyncBackend, *, linger: float = 1.0, confirm_timeout: float = 5.0
+        self,
+        backend: AsyncBackend,
+        *,
+        linger: float = 1.0,
+        confirm_timeout: float = 5.0,
+        channel: bytes | None = None,
     ) -> None:
+        """``channel``: where to listen (default: this process' channel; on a Cluster, one
+        hub per lock listens on a sharded channel in the lock's slot, see ``cluster.py``)."""
         self._backend = backend
+        self._channel = channel
         self._linger = linger
         self._confirm_timeout = confirm_timeout
         self._table = WaiterTable()
@@ -79,7 +87,7 @@ class AsyncHub:
                 pubsub = self._pubsub
             if fresh:
                 try:
-                    await pubsub.subscribe(waiters_channel(process_id()))
+                    await pubsub.subscribe(self._channel or waiters_channel(process_id()))
                 except BaseException:
                     with self._guard:
                         if self._pubsub is pubsub:

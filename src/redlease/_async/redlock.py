@@ -93,7 +93,7 @@ class AsyncRedlock(AsyncHandle):
         """
         self._clients = core.check_clients(clients, allow_small_quorum=allow_small_quorum)
         for i, client in enumerate(self._clients):
-            check_client(client, f"clients[{i}]")
+            check_client(client, f"clients[{i}]", cluster=False)
         self._drift_factor = core.check_drift_factor(drift_factor)
         super().__init__(
             name,

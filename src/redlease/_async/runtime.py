@@ -13,9 +13,12 @@ import weakref
 from typing import Any
 
 from .. import _observe
-from .._core.lease import Holding
+from .._core.keys import hash_tag
+from .._core.lease import Holding, process_id
+from .._core.waiters import WAITERS
 from .._synchronization import AsyncAtShutdown, AsyncBackground
 from .client import AsyncBackend, backend_for
+from .cluster import AsyncClusterBackend, AsyncClusterRenewal
 from .hub import AsyncHub
 from .renewer import AsyncRenewer, AsyncServerRenewal
 
@@ -31,9 +34,16 @@ class AsyncRuntime:
     def __init__(self, backend: AsyncBackend) -> None:
         self.scope = AsyncBackground.scope()
         self.backend = backend
-        self.renewal = AsyncServerRenewal(backend)  # how holdings on this server are renewed
+        # How holdings on this server (or cluster) are renewed.
+        self.renewal: AsyncServerRenewal | AsyncClusterRenewal = (
+            AsyncClusterRenewal(backend)
+            if isinstance(backend, AsyncClusterBackend)
+            else AsyncServerRenewal(backend)
+        )
         self.renewer = AsyncRenewer()
         self.hub = AsyncHub(backend)
+        # Cluster only: one hub per lock, on a sharded channel in the lock's slot.
+        self._hubs: weakref.WeakValueDictionary[bytes, AsyncHub] = weakref.WeakValueDictionary()
         # Lock key -> the holding of this process: for RLock re-entry and self-deadlock checks.
         self.holdings: weakref.WeakValueDictionary[bytes, Holding] = weakref.WeakValueDictionary()
         self.closed = False
@@ -61,6 +71,8 @@ class AsyncRuntime:
         held_ids = {id(h) for h in held}
         held += [h for h in list(self.holdings.values()) if h.active and id(h) not in held_ids]
         await self.hub.aclose(bound)
+        for hub in list(self._hubs.values()):  # a Cluster's per-lock hubs
+            await hub.aclose(bound)
         await self.backend.aclose()  # cuts short a renewal still waiting for its reply
         await self.renewer.join(bound)
         await self.backend.aclose()  # again: a call cut short may have reconnected its socket
@@ -72,6 +84,31 @@ class AsyncRuntime:
     async def _shutdown(self) -> None:
         detach(self)
         await self.aclose()
+
+    def channels(self, key: bytes) -> bytes:
+        """The prefix of the channels on which the scripts of the lock whose key is ``key``
+        tell its waiters (they append the process id).
+
+        One server: this process' channel, ``redlease:waiters:`` (PUBLISH). A Cluster:
+        ``redlease:waiters:{<tag>}:``, a sharded channel in the lock's own slot (SPUBLISH; see
+        ``cluster.py``).
+        """
+        if not self.backend.sharded:
+            return WAITERS
+        return WAITERS + b"{" + hash_tag(key) + b"}:"
+
+    def hub_for(self, key: bytes) -> AsyncHub:
+        """The waiter hub listening for the waiters of the lock whose key is ``key``: the
+        runtime's own on one server, one per lock (and its sharded channel) on a Cluster."""
+        if not self.backend.sharded:
+            return self.hub
+        channels = self.channels(key)
+        with _guard:
+            hub = self._hubs.get(channels)
+            if hub is None:
+                hub = AsyncHub(self.backend, channel=channels + process_id())
+                self._hubs[channels] = hub
+        return hub
 
 
 def runtime_for(client: Any) -> AsyncRuntime:

@@ -10,7 +10,7 @@ and the lock ``orders:42``::
 
 from __future__ import annotations
 
-__all__ = ["base", "tagged"]
+__all__ = ["base", "hash_tag", "tagged"]
 
 
 def base(prefix: str, name: bytes) -> bytes:
@@ -25,3 +25,17 @@ def tagged(prefix: str, name: bytes, *suffixes: str) -> tuple[bytes, ...]:
     """The keys ``<prefix>:{<name>}:<suffix>`` for each suffix, in order."""
     start = base(prefix, name)
     return tuple(start + suffix.encode() for suffix in suffixes)
+
+
+def hash_tag(key: bytes) -> bytes:
+    """The part of ``key`` Redis Cluster hashes: between the first ``{`` and the next ``}``.
+
+    The whole key when it has no such non-empty tag (Redis' own rule). A channel carrying the
+    same tag falls in the same slot as the key: the lock scripts tell waiters on one.
+    """
+    start = key.find(b"{")
+    if start >= 0:
+        end = key.find(b"}", start + 1)
+        if end > start + 1:
+            return key[start + 1 : end]
+    return key

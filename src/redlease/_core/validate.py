@@ -155,3 +155,12 @@ def count(value: Any, arg: str, *, minimum: int = 1, maximum: int = MAX_COUNT) -
     if value > maximum:
         raise ValueError(f"{arg} must be at most {maximum}, got {value!r}")
     return value
+
+
+def replicas(value: Any, arg: str = "wait_replicas") -> int:
+    """A number of replicas to wait for: an ``int`` from 0 (do not wait) to 100."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{arg} must be an int, got {type(value).__name__}")
+    if not 0 <= value <= 100:
+        raise ValueError(f"{arg} must be >= 0 and at most 100, got {value!r}")
+    return value

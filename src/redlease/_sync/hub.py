@@ -37,9 +37,17 @@ class Hub:
     """Pub/sub wake-ups for the blocked acquires of one client."""
 
     def __init__(
-        self, backend: Backend, *, linger: float = 1.0, confirm_timeout: float = 5.0
+        self,
+        backend: Backend,
+        *,
+        linger: float = 1.0,
+        confirm_timeout: float = 5.0,
+        channel: bytes | None = None,
     ) -> None:
+        """``channel``: where to listen (default: this process' channel; on a Cluster, one
+        hub per lock listens on a sharded channel in the lock's slot, see ``cluster.py``)."""
         self._backend = backend
+        self._channel = channel
         self._linger = linger
         self._confirm_timeout = confirm_timeout
         self._table = WaiterTable()
@@ -80,7 +88,7 @@ class Hub:
                 pubsub = self._pubsub
             if fresh:
                 try:
-                    pubsub.subscribe(waiters_channel(process_id()))
+                    pubsub.subscribe(self._channel or waiters_channel(process_id()))
                 except BaseException:
                     with self._guard:
                         if self._pubsub is pubsub:

@@ -10,6 +10,7 @@ from typing import Any
 import redis
 from redis.exceptions import ConnectionError, RedisError, TimeoutError
 
+from .._core import validate
 from .._core.bounds import budget
 from .._core.lease import Holding, new_token
 from .._core.lock import (
@@ -24,9 +25,11 @@ from .._core.lock import (
     decode_acquire,
     decode_inspect,
 )
+from .._core.replicas import decode_ack, wait_command
 from .._core.scripts import Script
-from .._core.waiters import WAITERS, Outcome
+from .._core.waiters import Outcome
 from .._synchronization import Shield
+from ..errors import LockUnavailable, ReplicasUnavailable
 from .client import check_client
 from .handle import Handle
 from .runtime import Runtime, runtime_for
@@ -77,6 +80,9 @@ class Lock(Handle):
         renew: bool = True,
         on_lost: Callable[[], object] | None = None,
         handoff: float = 0.05,
+        wait_replicas: int = 0,
+        wait_timeout: float = 1.0,
+        wait_aof: bool = False,
     ) -> None:
         """Describe a lock; nothing is sent to Redis until :meth:`acquire`.
 
@@ -90,8 +96,27 @@ class Lock(Handle):
         :param on_lost: called (from the watchdog) when a renewal finds the lock gone.
         :param handoff: seconds a released lock stays reserved for the next queued waiter
             before it is skipped as dead.
+        :param wait_replicas: after taking the lock, wait until this many replicas
+            acknowledged it (``WAIT``, on the connection that ran the acquire script); if fewer
+            do within ``wait_timeout``, release it and raise
+            :class:`~redlease.ReplicasUnavailable`. 0: do not wait.
+        :param wait_timeout: seconds to wait for the replicas (0 < wait_timeout <= 60); an
+            acquire may take that much longer than its ``timeout``.
+        :param wait_aof: use ``WAITAOF`` instead (Redis / valkey >= 7.2; an older server
+            raises :class:`~redlease.LockUnavailable`, never a silent ``WAIT``): the master
+            and ``wait_replicas`` replicas must have fsynced the lock to their AOF.
         """
         check_client(client)
+        self.wait_replicas = validate.replicas(wait_replicas)
+        self.wait_timeout = validate.window_ms(wait_timeout, "wait_timeout") / 1000
+        if not isinstance(wait_aof, bool):
+            raise TypeError(f"wait_aof must be a bool, got {type(wait_aof).__name__}")
+        self.wait_aof = wait_aof
+        self._wait = (
+            wait_command(wait_replicas, round(self.wait_timeout * 1000), wait_aof)
+            if wait_replicas or wait_aof
+            else None
+        )
         super().__init__(
             name,
             ttl=ttl,
@@ -139,6 +164,7 @@ class Lock(Handle):
 
     def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
         runtime = self._runtime()
+        hub = runtime.hub_for(self._keys.lock)
         token = new_token()
 
         def attempt(join: bool) -> Outcome:
@@ -156,7 +182,7 @@ class Lock(Handle):
                 raise self._unavailable("leave the queue of", exc) from exc
 
         holding: Holding | None = wait_turn(
-            [runtime.hub],
+            [hub],
             token,
             attempt,
             leave,
@@ -176,14 +202,18 @@ class Lock(Handle):
 
     def _attempt(self, token: bytes, *, join: bool, deadline: float | None) -> Any:
         keys = self._keys
+        call = (
+            [keys.lock, keys.fence, keys.queue, keys.handoff],
+            [token, self._ttl_ms, int(join), self._window_ms, self._channels()],
+        )
+        acked: Any = None
         try:
-            raw = self._run(
-                ACQUIRE,
-                (
-                    [keys.lock, keys.fence, keys.queue, keys.handoff],
-                    [token, self._ttl_ms, int(join), self._window_ms, WAITERS],
-                ),
-            )
+            if self._wait is None:
+                raw = self._run(ACQUIRE, call)
+            else:
+                raw, acked = self._runtime().backend.run_acknowledged(
+                    ACQUIRE, *call, self._wait, self.wait_timeout
+                )
         except (ConnectionError, TimeoutError) as exc:
             # The script may have run and only its reply been lost: release what may be ours,
             # within what is left of the call's bound.
@@ -195,7 +225,41 @@ class Lock(Handle):
         except BaseException:  # cancelled or interrupted with the script possibly applied
             Shield.background(lambda timeout: self._undo(token, timeout))
             raise
-        return decode_acquire(raw)
+        reply = decode_acquire(raw)
+        if self._wait is not None and reply.acquired:
+            self._check_acknowledged(token, acked)
+        return reply
+
+    def _check_acknowledged(self, token: bytes, acked: Any) -> None:
+        """Release the lock just taken and raise, unless enough replicas acknowledged it."""
+        if isinstance(acked, RedisError):  # e.g. no WAITAOF on this server: no downgrade
+            command = "WAITAOF (Redis or valkey >= 7.2)" if self.wait_aof else "WAIT"
+            error: LockUnavailable = LockUnavailable(
+                f"lock {self.name!r} was taken but the server refused {command}: {acked}; "
+                "released it again",
+                name=self.name,
+            )
+            cause: BaseException | None = acked
+        else:
+            ack = decode_ack(acked, self.wait_aof)
+            if ack.enough(self.wait_replicas):
+                return
+            local = "" if ack.local is None else f"; fsynced by the master: {ack.local}"
+            error = ReplicasUnavailable(
+                f"lock {self.name!r} was taken but only {ack.replicas} of "
+                f"{self.wait_replicas} replica(s) acknowledged it within {self.wait_timeout} s"
+                f"{local}: released it again",
+                name=self.name,
+                acknowledged=ack.replicas,
+                wanted=self.wait_replicas,
+                fsynced_locally=ack.local,
+            )
+            cause = None
+        # The server answered: the release gets one reply's time (the socket timeout), as
+        # any call does; the lock is not left to expire while nobody holds it.
+        limit = self._runtime().backend.socket_timeout
+        Shield.cleanup(lambda timeout: self._undo(token, timeout), limit)
+        raise error from cause
 
     def _undo(self, token: bytes, timeout: float | None) -> None:
         """Release an acquisition whose grant we may never have seen (quietly)."""
@@ -238,7 +302,11 @@ class Lock(Handle):
     def _queue_args(self, token: bytes) -> tuple[list[bytes], list[Any]]:
         """KEYS and ARGV of release.lua and leave.lua, which share their contract."""
         keys = self._keys
-        return [keys.lock, keys.queue, keys.handoff], [token, self._window_ms, WAITERS]
+        return [keys.lock, keys.queue, keys.handoff], [token, self._window_ms, self._channels()]
+
+    def _channels(self) -> bytes:
+        """The prefix of the channels the scripts tell waiters on (see ``runtime.channels``)."""
+        return self._runtime().channels(self._keys.lock)
 
 
 class RLock(Lock):

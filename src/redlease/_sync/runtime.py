@@ -14,9 +14,12 @@ import weakref
 from typing import Any
 
 from .. import _observe
-from .._core.lease import Holding
+from .._core.keys import hash_tag
+from .._core.lease import Holding, process_id
+from .._core.waiters import WAITERS
 from .._synchronization import AtShutdown, Background
 from .client import Backend, backend_for
+from .cluster import ClusterBackend, ClusterRenewal
 from .hub import Hub
 from .renewer import Renewer, ServerRenewal
 
@@ -32,9 +35,16 @@ class Runtime:
     def __init__(self, backend: Backend) -> None:
         self.scope = Background.scope()
         self.backend = backend
-        self.renewal = ServerRenewal(backend)  # how holdings on this server are renewed
+        # How holdings on this server (or cluster) are renewed.
+        self.renewal: ServerRenewal | ClusterRenewal = (
+            ClusterRenewal(backend)
+            if isinstance(backend, ClusterBackend)
+            else ServerRenewal(backend)
+        )
         self.renewer = Renewer()
         self.hub = Hub(backend)
+        # Cluster only: one hub per lock, on a sharded channel in the lock's slot.
+        self._hubs: weakref.WeakValueDictionary[bytes, Hub] = weakref.WeakValueDictionary()
         # Lock key -> the holding of this process: for RLock re-entry and self-deadlock checks.
         self.holdings: weakref.WeakValueDictionary[bytes, Holding] = weakref.WeakValueDictionary()
         self.closed = False
@@ -62,6 +72,8 @@ class Runtime:
         held_ids = {id(h) for h in held}
         held += [h for h in list(self.holdings.values()) if h.active and id(h) not in held_ids]
         self.hub.close(bound)
+        for hub in list(self._hubs.values()):  # a Cluster's per-lock hubs
+            hub.close(bound)
         self.backend.close()  # cuts short a renewal still waiting for its reply
         self.renewer.join(bound)
         self.backend.close()  # again: a call cut short may have reconnected its socket
@@ -73,6 +85,31 @@ class Runtime:
     def _shutdown(self) -> None:
         detach(self)
         self.close()
+
+    def channels(self, key: bytes) -> bytes:
+        """The prefix of the channels on which the scripts of the lock whose key is ``key``
+        tell its waiters (they append the process id).
+
+        One server: this process' channel, ``redlease:waiters:`` (PUBLISH). A Cluster:
+        ``redlease:waiters:{<tag>}:``, a sharded channel in the lock's own slot (SPUBLISH; see
+        ``cluster.py``).
+        """
+        if not self.backend.sharded:
+            return WAITERS
+        return WAITERS + b"{" + hash_tag(key) + b"}:"
+
+    def hub_for(self, key: bytes) -> Hub:
+        """The waiter hub listening for the waiters of the lock whose key is ``key``: the
+        runtime's own on one server, one per lock (and its sharded channel) on a Cluster."""
+        if not self.backend.sharded:
+            return self.hub
+        channels = self.channels(key)
+        with _guard:
+            hub = self._hubs.get(channels)
+            if hub is None:
+                hub = Hub(self.backend, channel=channels + process_id())
+                self._hubs[channels] = hub
+        return hub
 
 
 def runtime_for(client: Any) -> Runtime:

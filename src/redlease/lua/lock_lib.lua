@@ -7,7 +7,10 @@
 --   queue    ZSET    waiter token -> when it joined (us; server time, or Redlock's ticket).
 --   handoff  STRING  "<token> <deadline ms>": the free lock is reserved for that queue head.
 -- A token is "<process id>.<random>"; each process listens on its own channel
--- <channels><process id>, and is told only what concerns its own waiters:
+-- <channels><process id>, and is told only what concerns its own waiters. On a Redis Cluster
+-- <channels> carries the lock's hash tag ("redlease:waiters:{<name>}:"): the channel is in
+-- the lock's slot and is told with SPUBLISH (sharded, Redis >= 7.0; never broadcast to every
+-- node). Without a tag (one server, any version): PUBLISH.
 --   "H<token> <window ms>"  the lock is free and reserved for <token> for <window ms>
 --   "N<token> <window ms>"  the waiter ahead of <token> has <window ms> to take it
 --   "T<token> <lease ms>"   the waiter ahead of <token> took it, with a lease of <lease ms>
@@ -21,7 +24,9 @@ end
 -- Tell the process that queued `token` (tokens without a process id are nobody's to tell).
 local function tell(channels, token, message)
   local dot = string.find(token, '.', 1, true)
-  if dot then redis.call('PUBLISH', channels .. string.sub(token, 1, dot - 1), message) end
+  if not dot then return end
+  local command = string.find(channels, '{', 1, true) and 'SPUBLISH' or 'PUBLISH'
+  redis.call(command, channels .. string.sub(token, 1, dot - 1), message)
 end
 
 -- Reserve the free lock for `head` for `window_ms`, tell it, and tell the waiter after it

@@ -1,0 +1,553 @@
+"""The Redis Cluster adapter: the client interface of ``client.py`` over a ``RedisCluster``.
+
+Every redlease script touches the keys of one primitive, all in one slot (the ``{name}`` hash
+tag, see :mod:`redlease._core.keys`). :class:`AsyncClusterBackend` runs each script on the
+master that owns that slot, through a private connection pool per node built from the node's
+settings with client-side retries off, exactly as the standalone adapter does for one server:
+no hidden retries, every reply within the caller's deadline.
+
+What a cluster adds:
+
+* **Redirections.** A node answers ``MOVED`` when it does not own the slot (a failover, a slot
+  moved, or our map of slots is stale) and ``ASK`` while the slot is being migrated away and
+  the keys are already on the importing node. Either reply means the script did *not* run: the
+  node refused it before touching anything. Running it once on the node the reply names is
+  therefore not a hidden retry (nothing is run twice); a second redirection in a row is raised.
+  ``MOVED`` also marks the map of slots stale, refreshed before the next script.
+* **Wake-ups that follow the shard.** ``sharded`` is True: the lock scripts tell waiters with
+  ``SPUBLISH`` on a channel in the lock's own slot (``redlease:waiters:{<name>}:<process id>``),
+  and :meth:`AsyncClusterBackend.pubsub` subscribes with ``SSUBSCRIBE`` on a private
+  connection to the node owning that slot. Nothing is broadcast to every node. When the slot
+  moves (the node says ``sunsubscribe``) or the node dies, the subscription reports a broken
+  connection: the waiter hub wakes every waiter to try again and subscribes anew, on the new
+  owner. redis-py's own cluster pub/sub is not used: it borrows the nodes' pools (which retry)
+  and its asyncio form arrived only in redis-py 8.
+* **Renewals by node.** :class:`AsyncClusterRenewal` splits a watchdog batch by slot (a
+  renewal script may touch one slot only) and sends each node's calls together, pipelined on
+  one connection: one round trip per node per tick, whatever the number of locks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from redis.crc import key_slot
+from redis.exceptions import (
+    AskError,
+    ConnectionError,
+    MovedError,
+    NoScriptError,
+    RedisClusterException,
+    RedisError,
+    ResponseError,
+    TimeoutError,
+)
+
+from .._compat import AsyncConnections
+from .._core import renewals
+from .._core.lease import Holding
+from .._core.scripts import Script
+from .client import AsyncBackend, Pending, _redis_flavor
+from .renewer import MIN_WAIT
+
+__all__ = ["AsyncClusterBackend", "AsyncClusterRenewal"]
+
+_guard = threading.Lock()
+
+_DROPPED = ("redis_connect_func", "retry", "connection_class", "max_connections")
+"""Node connection settings that belong to the cluster client, not to a private pool."""
+
+
+def _node_settings(node: Any) -> tuple[Any, dict[str, Any]]:
+    """``(connection class, connection kwargs)`` of a redis-py ``ClusterNode`` (sync or asyncio).
+
+    The sync node keeps them in its ``redis_connection``'s pool, the asyncio node on itself.
+    """
+    client = getattr(node, "redis_connection", None)
+    if client is not None:
+        pool = client.connection_pool
+        cls, kwargs = pool.connection_class, dict(pool.connection_kwargs)
+    else:
+        cls, kwargs = node.connection_class, dict(node.connection_kwargs)
+    for name in _DROPPED:
+        kwargs.pop(name, None)
+    return cls, kwargs
+
+
+@dataclass
+class ClusterPending(Pending):
+    """A script sent to the node owning its slot (``node``), reply not read yet."""
+
+    node: Any = None
+    slot: int = 0
+
+
+class AsyncClusterBackend(AsyncBackend):
+    """A Redis Cluster reached through a redis-py ``RedisCluster`` client.
+
+    It has the methods of :class:`AsyncBackend` (a subclass only so that it goes wherever a
+    backend goes; it shares none of the standalone state): each script runs on the master
+    owning its keys' slot, through one standalone backend per node.
+    """
+
+    sharded = True
+
+    def __init__(
+        self,
+        client: Any,
+        timeout: float | None = None,
+        root: AsyncClusterBackend | None = None,
+    ) -> None:
+        self.client = client
+        self.identity: tuple[str, int] | None = None
+        self._croot = root or self
+        self._root = self._croot  # what the inherited _refuse_if_closed() looks at
+        self._foreign = ()  # redis-py only: nothing to translate
+        self.closed = False  # set by redlease.close(): every new call raises ConnectionError
+        self._down = False
+        self._timeout = timeout
+        self._flavor = _redis_flavor()
+        self._nodes: dict[tuple[str, int], AsyncBackend] = {}  # root only: per node
+        self._template: tuple[Any, dict[str, Any]] | None = None  # root only
+        # root only: slot -> its master, as last looked up or learned from MOVED; cleared when
+        # the map is refreshed (after MOVED, or a node that did not answer)
+        self._owners: dict[int, tuple[str, int]] = {}
+        self._stale = False  # root only: refresh the map of slots before the next script
+        self._cluster_deadlines: dict[float, AsyncClusterBackend] = {}
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} redis cluster nodes={sorted(self._croot._nodes)}>"
+
+    @property
+    def socket_timeout(self) -> float | None:
+        """The longest a reply may take here (``None``: no limit)."""
+        if self._timeout is not None:
+            return self._timeout
+        value = self.client.nodes_manager.connection_kwargs.get("socket_timeout")
+        if value is None and self._croot._template is not None:
+            value = self._croot._template[1].get("socket_timeout")
+        return None if value is None else float(value)
+
+    def with_deadline(self, timeout: float) -> AsyncClusterBackend:
+        """This cluster, with every reply (and connect) bounded by ``timeout`` seconds."""
+        backend = self._croot._cluster_deadlines.get(timeout)
+        if backend is None:
+            backend = AsyncClusterBackend(self.client, timeout, root=self._croot)
+            self._croot._cluster_deadlines[timeout] = backend
+        return backend
+
+    # -- routing ----------------------------------------------------------------------------
+    @property
+    def address(self) -> str:
+        """Which cluster this is, for log messages."""
+        return f"cluster {','.join(f'{h}:{p}' for h, p in sorted(self._croot._nodes))}"
+
+    async def owner(self, slot: int) -> AsyncBackend:
+        """The backend of the master that owns ``slot`` (as far as we know)."""
+        self._refuse_if_closed()
+        root = self._croot
+        address = root._owners.get(slot) if not root._stale else None
+        if address is None:
+            try:
+                address = root._owners[slot] = await self._lookup(slot)
+            except RedisClusterException as exc:  # not a RedisError: say it as one
+                root._stale = True
+                raise ConnectionError(
+                    f"no node of the cluster answered for slot {slot}: {exc}"
+                ) from exc
+        return self._node(address)
+
+    async def _lookup(self, slot: int) -> tuple[str, int]:
+        """The master of ``slot`` in the client's map of slots (refreshed first if stale)."""
+        root = self._croot
+        if getattr(self.client, "_initialize", False):  # an asyncio client not used yet
+            await self.client.initialize()
+        manager = self.client.nodes_manager
+        if root._stale or not manager.slots_cache:
+            root._stale = False
+            root._owners.clear()
+            await manager.initialize()
+        node = manager.get_node_from_slot(slot)
+        if root._template is None:
+            root._template = _node_settings(node)
+        return (node.host, int(node.port))
+
+    def _node(self, address: tuple[str, int]) -> AsyncBackend:
+        root = self._croot
+        backend = root._nodes.get(address)
+        if backend is None:
+            with _guard:  # threads of one sync client: one pool per node, none leaked
+                backend = root._nodes.get(address)
+                if backend is None:
+                    backend = self._new_node(address)
+                    root._nodes[address] = backend
+        return backend if self._timeout is None else backend.with_deadline(self._timeout)
+
+    def _new_node(self, address: tuple[str, int]) -> AsyncBackend:
+        root = self._croot
+        if root._template is None:
+            root._template = _node_settings(self.client.nodes_manager.get_node_from_slot(0))
+        cls, kwargs = root._template
+        kwargs = {**kwargs, "host": address[0], "port": address[1]}
+        pool = self._flavor.pool_class(connection_class=cls, **kwargs)
+        return AsyncBackend(self._flavor.client_class(connection_pool=pool), self._flavor)
+
+    def _broken(self) -> None:
+        """A node failed to answer: refresh the map of slots before the next script (the
+        slot may have a new owner after a failover)."""
+        self._croot._stale = True
+
+    def _moved(self, slot: int, exc: AskError) -> AsyncBackend:
+        target = (exc.host, int(exc.port))
+        if isinstance(exc, MovedError):
+            self._croot._owners[slot] = target
+        return self._node(target)
+
+    # -- scripts ----------------------------------------------------------------------------
+    async def run(
+        self,
+        script: Script,
+        keys: Sequence[bytes],
+        args: Sequence[Any],
+        timeout: float | None = None,
+    ) -> Any:
+        """EVALSHA ``script`` once on the master owning the slot of ``keys``; its reply.
+
+        Follows one MOVED or ASK (the script did not run, see the module docstring).
+        """
+        slot = key_slot(keys[0])
+        try:
+            node = await self.owner(slot)
+            return await node.run(script, keys, args, timeout)
+        except AskError as exc:
+            return await self._redirected(slot, exc, script, keys, args, timeout)
+        except (ConnectionError, TimeoutError):
+            self._broken()
+            raise
+
+    async def run_acknowledged(
+        self,
+        script: Script,
+        keys: Sequence[bytes],
+        args: Sequence[Any],
+        wait: Sequence[Any],
+        wait_timeout: float,
+    ) -> tuple[Any, Any]:
+        """Script, then WAIT/WAITAOF, on one connection to the slot's master (follows one
+        MOVED; an ASK mid-migration is raised: the wait would go to another connection)."""
+        slot = key_slot(keys[0])
+        try:
+            node = await self.owner(slot)
+            try:
+                return await node.run_acknowledged(script, keys, args, wait, wait_timeout)
+            except MovedError as exc:  # did not run (see _redirected): once on the new owner
+                target = self._moved(slot, exc)
+                self._broken()
+                return await target.run_acknowledged(script, keys, args, wait, wait_timeout)
+        except (ConnectionError, TimeoutError):
+            self._broken()
+            raise
+
+    async def _redirected(
+        self,
+        slot: int,
+        exc: AskError,
+        script: Script,
+        keys: Sequence[bytes],
+        args: Sequence[Any],
+        timeout: float | None,
+    ) -> Any:
+        # MOVED/ASK: the node refused the script before running any of it, so sending it once
+        # to the node named is not a hidden retry. A second redirection is raised as is.
+        target = self._moved(slot, exc)
+        try:
+            if isinstance(exc, MovedError):
+                self._broken()  # learn the new map before the next script
+                return await target.run(script, keys, args, timeout)
+            return await _asking(target, script, keys, args, timeout)
+        except (ConnectionError, TimeoutError):
+            self._broken()
+            raise
+
+    async def send(self, script: Script, keys: Sequence[bytes], args: Sequence[Any]) -> Pending:
+        """Send EVALSHA ``script`` to the master owning the slot of ``keys``."""
+        slot = key_slot(keys[0])
+        try:
+            node = await self.owner(slot)
+            pending = await node.send(script, keys, args)
+        except (ConnectionError, TimeoutError):
+            self._broken()
+            raise
+        return ClusterPending(
+            pending.conn, script, keys, args, pending.sent_at, node=node, slot=slot
+        )
+
+    async def receive(self, pending: Pending, timeout: float | None) -> Any:
+        """The reply to ``pending`` (following one MOVED or ASK, as :meth:`run` does)."""
+        assert isinstance(pending, ClusterPending)
+        try:
+            return await pending.node.receive(pending, timeout)
+        except AskError as exc:
+            left = None if timeout is None else pending.sent_at + timeout - time.monotonic()
+            left = None if left is None else max(left, 0.001)
+            return await self._redirected(
+                pending.slot, exc, pending.script, pending.keys, pending.args, left
+            )
+        except (ConnectionError, TimeoutError):
+            self._broken()
+            raise
+
+    async def abandon(self, pending: Pending) -> None:
+        """Close the connection of a script whose reply will not be read."""
+        assert isinstance(pending, ClusterPending)
+        await pending.node.abandon(pending)
+
+    # -- pub/sub and identity ---------------------------------------------------------------
+    def pubsub(self) -> Any:
+        """A sharded subscription (SSUBSCRIBE) on the node owning its channel's slot."""
+        self._refuse_if_closed()
+        return _ShardedSubscription(self)
+
+    async def identify(self) -> tuple[str, int]:
+        """``("cluster:<node id>", 0)``: the id of the node owning slot 0 when first asked."""
+        root = self._croot
+        if root.identity is not None:
+            return root.identity
+        node = await self.owner(0)
+        conn = await node._checkout()
+        try:
+            await conn.send_command("CLUSTER", "MYID")
+            reply = await AsyncConnections.read(conn, self.socket_timeout)
+        except BaseException:
+            await node._discard(conn)
+            raise
+        await node._pool.release(conn)
+        text = reply.decode() if isinstance(reply, bytes) else str(reply)
+        root.identity = (f"cluster:{text}", 0)
+        return root.identity
+
+    async def aclose(self) -> None:
+        """Refuse new calls and close the private connections of every node (the user's
+        client is left alone)."""
+        self._croot.closed = True
+        for backend in list(self._croot._nodes.values()):
+            await backend.aclose()
+
+
+async def _asking(
+    node: AsyncBackend,
+    script: Script,
+    keys: Sequence[bytes],
+    args: Sequence[Any],
+    timeout: float | None,
+) -> Any:
+    """Run ``script`` once on the node importing its slot: ASKING, then EVAL, one connection.
+
+    EVAL (the source) rather than EVALSHA: the importing node may not have the script cached,
+    and a NOSCRIPT there would need a second ASKING.
+    """
+    limit = node.socket_timeout
+    if timeout is not None and limit is not None:
+        timeout = min(timeout, limit)
+    conn = await node._checkout()
+    try:
+        await conn.send_packed_command(
+            conn.pack_commands([("ASKING",), ("EVAL", script.source, len(keys), *keys, *args)])
+        )
+        sent = time.monotonic()
+        await node._read(conn, sent, timeout)  # +OK
+        reply = await node._read(conn, sent, timeout)
+    except RedisError as exc:
+        if isinstance(exc, (ConnectionError, TimeoutError)):
+            await node._discard(conn)
+        else:
+            await node._pool.release(conn)
+        raise
+    except BaseException:
+        await node._discard(conn)
+        raise
+    await node._pool.release(conn)
+    return reply
+
+
+class _ShardedSubscription:
+    """The waiter hub's subscription on a cluster: SSUBSCRIBE on the owner of the slot.
+
+    It speaks the hub's language: ``smessage`` and ``ssubscribe`` come out as ``message`` and
+    ``subscribe``. A ``sunsubscribe`` the node sends by itself (the slot moved away) raises
+    ``ConnectionError``, as a broken connection does: the hub then wakes every waiter to try
+    again and subscribes anew, on the slot's new owner.
+    """
+
+    def __init__(self, backend: AsyncClusterBackend) -> None:
+        self._backend = backend
+        self._pubsub: Any = None
+        self._channels: tuple[bytes, ...] = ()
+        self._followed = False
+        self._closed = False
+
+    async def subscribe(self, *channels: bytes) -> None:
+        slot = key_slot(channels[0])
+        self._channels = channels
+        try:
+            await self._subscribe_on(await self._backend.owner(slot))
+        except (ConnectionError, TimeoutError):
+            self._backend._broken()
+            raise
+
+    async def _subscribe_on(self, node: AsyncBackend) -> None:
+        self._pubsub = node.pubsub()._pubsub
+        await self._pubsub.ssubscribe(*self._channels)
+
+    async def get_message(self, timeout: float) -> Any:
+        if self._pubsub is None:
+            raise ConnectionError("not subscribed")
+        try:
+            message = await self._pubsub.get_message(timeout=timeout)
+        except MovedError as exc:  # our map of slots was stale when we subscribed
+            self._backend._broken()
+            if self._followed or self._closed:
+                raise ConnectionError(f"the waiters' channel moved: {exc}") from exc
+            # A refused SSUBSCRIBE subscribed nothing: subscribing on the node named, once,
+            # repeats nothing (and the hub still waits for the confirmation from there).
+            self._followed = True
+            stale, self._pubsub = self._pubsub, None
+            with contextlib.suppress(RedisError, OSError):
+                await stale.aclose()
+            await self._subscribe_on(self._backend._moved(key_slot(self._channels[0]), exc))
+            return None
+        except (ConnectionError, TimeoutError):
+            self._backend._broken()
+            raise
+        if message is None:
+            return None
+        kind = message["type"]
+        kind = kind.decode() if isinstance(kind, bytes) else kind
+        if kind == "sunsubscribe":  # the node gave the slot away (migration, failover)
+            self._backend._broken()
+            raise ConnectionError("the waiters' channel was unsubscribed by the server")
+        if kind in ("smessage", "ssubscribe"):
+            message = {**message, "type": kind[1:]}
+        return message
+
+    async def aclose(self) -> None:
+        if self._pubsub is not None and not self._closed:
+            self._closed = True
+            await self._pubsub.aclose()
+
+
+@dataclass(frozen=True)
+class AsyncClusterRenewal:
+    """Renews batches of holdings on a cluster: one script call per slot, pipelined per node.
+
+    A renewal script may touch one slot only, so the batch is split by slot; the calls for the
+    slots of one node go out together on one connection, and every node is written to before
+    any is read: one round trip per node per tick.
+    """
+
+    backend: AsyncClusterBackend
+
+    async def renew(self, script: Script, due: list[Holding]) -> list[bool]:
+        """Per holding True (renewed) / False (lost); raises if a node did not answer (the
+        watchdog then tries the whole batch again soon: renewing twice is harmless).
+
+        Bounded by the shortest lease left in the batch, as on one server.
+        """
+        backend = self.backend
+        by_node: dict[int, tuple[AsyncBackend, dict[int, list[int]]]] = {}
+        for i, holding in enumerate(due):
+            slot = key_slot(holding.key)
+            node = await backend.owner(slot)
+            by_node.setdefault(id(node), (node, {}))[1].setdefault(slot, []).append(i)
+        left = max(min(h.expires_at for h in due) - time.monotonic(), MIN_WAIT)
+        result: list[bool] = [False] * len(due)
+        failed: Exception | None = None
+        sent: list[tuple[_Batch, list[list[int]]]] = []
+        for node, slots in by_node.values():  # write to every node before reading any
+            groups = list(slots.values())
+            calls = [renewals.batch_call([due[i] for i in group]) for group in groups]
+            try:
+                sent.append((await _Batch.send(node, script, calls), groups))
+            except RedisError as exc:
+                failed = exc
+        for batch, groups in sent:
+            replies = await batch.receive(left)
+            for group, reply in zip(groups, replies, strict=True):
+                if isinstance(reply, AskError):  # this slot moved: once on its new owner
+                    keys, args = renewals.batch_call([due[i] for i in group])
+                    try:
+                        reply = await backend.run(script, keys, args, left)
+                    except RedisError as exc:
+                        reply = exc
+                if isinstance(reply, Exception):
+                    failed = reply
+                    continue
+                try:
+                    for i, ok in zip(group, renewals.decode(reply, len(group)), strict=True):
+                        result[i] = ok
+                except ValueError as exc:
+                    failed = exc
+        if failed is not None:
+            if isinstance(failed, (ConnectionError, TimeoutError)):
+                backend._broken()
+            raise failed
+        return result
+
+
+class _Batch:
+    """Script calls pipelined on one connection of one node: written at once, read in turn."""
+
+    def __init__(self, node: AsyncBackend, conn: Any, script: Script, calls: list[Any]) -> None:
+        self.node = node
+        self.conn = conn
+        self.script = script
+        self.calls = calls
+        self.sent_at = time.monotonic()
+
+    @classmethod
+    async def send(
+        cls, node: AsyncBackend, script: Script, calls: list[tuple[list[bytes], list[Any]]]
+    ) -> _Batch:
+        """Write one EVALSHA per call in ``calls`` (KEYS, ARGV) on one connection of ``node``."""
+        conn = await node._checkout()
+        try:
+            await conn.send_packed_command(
+                conn.pack_commands([("EVALSHA", script.sha, len(k), *k, *a) for k, a in calls])
+            )
+        except BaseException:
+            await node._discard(conn)
+            raise
+        return cls(node, conn, script, calls)
+
+    async def receive(self, timeout: float) -> list[Any]:
+        """Each call's reply, or the error it got (within ``timeout`` of sending).
+
+        A call the node answered NOSCRIPT is sent again with EVAL on the same connection.
+        """
+        node, conn = self.node, self.conn
+        replies: list[Any] = []
+        try:
+            for _ in self.calls:
+                try:
+                    replies.append(await node._read(conn, self.sent_at, timeout))
+                except ResponseError as exc:
+                    replies.append(exc)
+            for i, (keys, args) in enumerate(self.calls):
+                if isinstance(replies[i], NoScriptError):
+                    await conn.send_command("EVAL", self.script.source, len(keys), *keys, *args)
+                    try:
+                        replies[i] = await node._read(conn, self.sent_at, timeout)
+                    except ResponseError as exc:
+                        replies[i] = exc
+        except BaseException as exc:  # broken or late: the connection is out of sync
+            await node._discard(conn)
+            if not isinstance(exc, RedisError):
+                raise
+            return replies + [exc] * (len(self.calls) - len(replies))
+        await node._pool.release(conn)
+        return replies

@@ -1,0 +1,120 @@
+"""Locks through ``Sentinel(...).master_for()`` clients, before and after a failover.
+
+The Sentinel fixture (master + 2 replicas + 3 sentinels, ``redlease.topology``) heals itself
+before each test. The backend builds its private pool from the client's own (a Sentinel pool:
+it asks the sentinels for the master), so scripts and the waiters' subscription follow the
+master after a failover.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import redlease.asyncio as redlease
+from redlease.topology import SentinelGroup
+from tests._async.helpers import wait_until
+from tests._async.test_lock import hold_until, keys
+from tests.support import AsyncTasks
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def test_lock_wait_and_hand_off_on_a_sentinel_master(sentinel_group: SentinelGroup) -> None:
+    client = sentinel_group.async_master_for()
+    holder = redlease.Lock(client, "s", ttl=10)
+    waiter = redlease.Lock(client, "s", ttl=10)
+    got: list[float] = []
+
+    async def wait() -> None:
+        assert await wait_until(holder.locked)
+        assert await waiter.acquire(timeout=20)
+        got.append(time.monotonic())
+        await waiter.release()
+
+    async def queued() -> bool:
+        return int(await client.zcard(keys("s").queue)) == 1
+
+    await AsyncTasks.gather(hold_until(holder, queued), wait)
+    assert len(got) == 1
+    await client.aclose()
+
+
+async def test_after_a_failover_scripts_and_wake_ups_follow_the_new_master(
+    sentinel_group: SentinelGroup, topology_timings: list[str]
+) -> None:
+    """A lock taken before the failover; after it, a waiter subscribes on the new master and
+    is woken by the release there (the lease is long: no timer would wake it in time)."""
+    client = sentinel_group.async_master_for()
+    first = redlease.Lock(client, "before", ttl=10)
+    assert await first.acquire()  # the runtime, its pool and its hub exist before the failover
+    await first.release()
+    _, new, seconds = await AsyncTasks.blocking(sentinel_group.failover)
+    topology_timings.append(f"sentinel failover under a lock client: {seconds:.2f}s")
+
+    holder = redlease.Lock(client, "after", ttl=10)
+    waiter = redlease.Lock(client, "after", ttl=10)
+    woken: list[float] = []
+    released: list[float] = []
+
+    async def hold() -> None:
+        assert await holder.acquire(timeout=10)
+        assert await wait_until(_queued(client, "after"))
+        released.append(time.monotonic())
+        await holder.release()
+
+    async def wait() -> None:
+        assert await wait_until(holder.locked)
+        assert await waiter.acquire(timeout=30)
+        woken.append(time.monotonic())
+        await waiter.release()
+
+    await AsyncTasks.gather(hold, wait)
+    assert woken[0] - released[0] < 5.0
+    with new.client() as conn:
+        assert int(conn.get(keys("after").fence) or 0) == 2  # it all happened on the new master
+    await client.aclose()
+
+
+def _queued(client: object, name: str) -> object:
+    async def check() -> bool:
+        return int(await client.zcard(keys(name).queue)) == 1  # type: ignore[attr-defined]
+
+    return check
+
+
+async def test_a_waiter_blocked_through_a_failover_is_told_not_left_hanging(
+    sentinel_group: SentinelGroup,
+) -> None:
+    """The master dies under a blocked waiter: its subscription breaks, it tries again, and
+    either gets the lock on the new master or raises LockUnavailable; never False, never a
+    hang until its timeout."""
+    client = sentinel_group.async_master_for(socket_timeout=2)
+    holder = redlease.Lock(client, "through", ttl=10)
+    waiter = redlease.Lock(client, "through", ttl=10)
+    outcome: list[object] = []
+
+    async def hold() -> None:
+        assert await holder.acquire()
+        assert await wait_until(_queued(client, "through"))
+        await AsyncTasks.blocking(sentinel_group.failover)
+
+    async def wait() -> None:
+        assert await wait_until(holder.locked)
+        began = time.monotonic()
+        try:
+            outcome.append(await waiter.acquire(timeout=60))
+        except redlease.LockUnavailable as exc:
+            outcome.append(exc)
+        outcome.append(time.monotonic() - began)
+
+    await AsyncTasks.gather(hold, wait)
+    result, seconds = outcome
+    print(f"a waiter blocked through a failover: {result!r} after {seconds:.2f}s")
+    assert result is not False
+    assert isinstance(seconds, float) and seconds < 30  # far from its 60 s timeout
+    fresh = redlease.Lock(client, "after-failover", ttl=10)
+    assert await fresh.acquire(timeout=10)  # and the new master serves locks
+    await fresh.release()
+    await client.aclose()

@@ -1,0 +1,49 @@
+"""How the lock scripts tell a waiter: PUBLISH on one server, SPUBLISH when the channel prefix
+carries the lock's hash tag (a Cluster; ``lua/lock_lib.lua`` ``tell()``)."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from redlease._core.lock import ACQUIRE, RELEASE, LockKeys
+
+KEYS = LockKeys.build("redlease", b"told")
+
+
+def _calls(client: redis.Redis, command: str) -> int:
+    stats = client.info("commandstats").get(f"cmdstat_{command}", {})
+    return int(stats.get("calls", 0))
+
+
+@pytest.mark.parametrize(
+    ("channels", "command", "other"),
+    [
+        (b"redlease:waiters:", "publish", "spublish"),  # one server: any version has PUBLISH
+        (b"redlease:waiters:{told}:", "spublish", "publish"),  # a Cluster: in the lock's slot
+    ],
+)
+def test_a_release_tells_the_queue_head_with_the_right_command(
+    client: redis.Redis, channels: bytes, command: str, other: str
+) -> None:
+    lock_keys = [KEYS.lock, KEYS.fence, KEYS.queue, KEYS.handoff]
+    assert client.eval(ACQUIRE.source, 4, *lock_keys, b"p1.a", 10_000, 1, 50, channels)[0] == 1
+    assert client.eval(ACQUIRE.source, 4, *lock_keys, b"p2.b", 10_000, 1, 50, channels)[0] == 0
+    listener = client.pubsub()
+    if command == "spublish":
+        listener.ssubscribe(channels + b"p2")
+    else:
+        listener.subscribe(channels + b"p2")
+    before, before_other = _calls(client, command), _calls(client, other)
+    release_keys = [KEYS.lock, KEYS.queue, KEYS.handoff]
+    assert client.eval(RELEASE.source, 3, *release_keys, b"p1.a", 50, channels) == 1
+    assert _calls(client, command) == before + 1  # one message, to the head's process only
+    assert _calls(client, other) == before_other
+    messages = []
+    for _ in range(20):  # bounded: the subscription's confirmation, then our message
+        message = listener.get_message(timeout=0.1)
+        if message is not None and message["type"] in ("message", "smessage"):
+            messages.append(message["data"])
+            break
+    assert messages == [b"Hp2.b 50"]
+    listener.close()
