@@ -174,3 +174,20 @@ async def _held(rw: redlease.ReadWriteLock) -> bool:
 
 async def _count(items: list[int], n: int) -> bool:
     return len(items) >= n
+
+
+async def test_upgrade_and_writer_reads_are_recognized_across_objects(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    first = redlease.ReadWriteLock(async_client, "objects")
+    second = redlease.ReadWriteLock(async_client, "objects")
+    async with first.read:
+        with pytest.raises(redlease.LockUpgradeError):
+            await second.write.acquire(timeout=5)
+    async with first.write:
+        assert await second.read.acquire(timeout=0)  # the write holder reads, any object
+        await second.read.release()
+    other_name = redlease.ReadWriteLock(async_client, "elsewhere")
+    async with first.read:
+        assert await other_name.write.acquire(timeout=0)  # another name: no upgrade
+        await other_name.write.release()

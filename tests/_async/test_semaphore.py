@@ -306,3 +306,25 @@ async def test_lowering_permits_withdraws_reservations_that_no_longer_fit(
     await sem.set_permits(1)  # 1 held of 1: the reservation no longer fits
     assert await async_client.zcard(k.granted) == 0
     await sem.release()
+
+
+async def test_only_the_first_waiter_that_does_not_fit_checks_on_reservations(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    """The others sleep until woken (or a lease ends): no look after every hand-off."""
+    from redlease._core import shared
+    from redlease._core.waiters import WAITERS
+
+    k = keys("checker")
+    await async_client.zadd(k.holders, {b"holder.1": 2**45})  # 2 permits: 1 held ...
+    await async_client.zadd(k.queue, {b"p.w1": 1, b"p.w2": 2, b"p.w3": 3})
+    await async_client.zadd(k.granted, {b"p.w1": 2**45})  # ... and 1 reserved for w1
+
+    async def attempt(token: bytes) -> list[int]:
+        args = [token, 10000, 1, 1, 50, WAITERS, 2, 0, b""]
+        raw = await async_client.eval(shared.ACQUIRE.source, 8, *k.in_order(), *args)
+        return [int(x) for x in raw]
+
+    assert (await attempt(b"p.w2"))[0] == 2  # first that does not fit: checks on w1
+    assert (await attempt(b"p.w3"))[0] == 0  # told the lease end only
+    assert (await attempt(b"p.new"))[0] == 0  # a newcomer queues behind, told the lease end

@@ -175,3 +175,20 @@ def _held(rw: redlease.ReadWriteLock) -> bool:
 
 def _count(items: list[int], n: int) -> bool:
     return len(items) >= n
+
+
+def test_upgrade_and_writer_reads_are_recognized_across_objects(
+    client: redis.Redis,
+) -> None:
+    first = redlease.ReadWriteLock(client, "objects")
+    second = redlease.ReadWriteLock(client, "objects")
+    with first.read:
+        with pytest.raises(redlease.LockUpgradeError):
+            second.write.acquire(timeout=5)
+    with first.write:
+        assert second.read.acquire(timeout=0)  # the write holder reads, any object
+        second.read.release()
+    other_name = redlease.ReadWriteLock(client, "elsewhere")
+    with first.read:
+        assert other_name.write.acquire(timeout=0)  # another name: no upgrade
+        other_name.write.release()

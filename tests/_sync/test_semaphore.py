@@ -307,3 +307,25 @@ def test_lowering_permits_withdraws_reservations_that_no_longer_fit(
     sem.set_permits(1)  # 1 held of 1: the reservation no longer fits
     assert client.zcard(k.granted) == 0
     sem.release()
+
+
+def test_only_the_first_waiter_that_does_not_fit_checks_on_reservations(
+    client: redis.Redis,
+) -> None:
+    """The others sleep until woken (or a lease ends): no look after every hand-off."""
+    from redlease._core import shared
+    from redlease._core.waiters import WAITERS
+
+    k = keys("checker")
+    client.zadd(k.holders, {b"holder.1": 2**45})  # 2 permits: 1 held ...
+    client.zadd(k.queue, {b"p.w1": 1, b"p.w2": 2, b"p.w3": 3})
+    client.zadd(k.granted, {b"p.w1": 2**45})  # ... and 1 reserved for w1
+
+    def attempt(token: bytes) -> list[int]:
+        args = [token, 10000, 1, 1, 50, WAITERS, 2, 0, b""]
+        raw = client.eval(shared.ACQUIRE.source, 8, *k.in_order(), *args)
+        return [int(x) for x in raw]
+
+    assert (attempt(b"p.w2"))[0] == 2  # first that does not fit: checks on w1
+    assert (attempt(b"p.w3"))[0] == 0  # told the lease end only
+    assert (attempt(b"p.new"))[0] == 0  # a newcomer queues behind, told the lease end

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from types import TracebackType
 from typing import TypeVar
@@ -9,6 +10,7 @@ from typing import TypeVar
 import redis.asyncio
 
 from .._core import validate
+from .._core.lease import Holding
 from .._core.rwlock import ReadWriteLockInfo, rwlock_info
 from .._core.shared import EVERYTHING, SharedKeys
 from .._synchronization import AsyncBackground
@@ -18,6 +20,20 @@ from .shared import DEFAULT, AsyncShared, Errors
 __all__ = ["AsyncReadLock", "AsyncReadWriteLock", "AsyncWriteLock"]
 
 _Side = TypeVar("_Side", bound="_AsyncSide")
+
+_READS: weakref.WeakSet[Holding] = weakref.WeakSet()
+_WRITES: weakref.WeakSet[Holding] = weakref.WeakSet()
+"""Every read share and write hold of this process, across ReadWriteLock objects: a thread
+(task) holding a name through one object is recognized by another object of the same name."""
+
+
+def _held_by_caller(holds: weakref.WeakSet[Holding], holders: bytes) -> Holding | None:
+    """The caller's live hold in ``holds`` of the lock whose holders key is ``holders``."""
+    owner = AsyncBackground.owner()
+    for holding in list(holds):
+        if holding.key == holders and holding.owner is owner and holding.active:
+            return holding
+    return None
 
 
 class _AsyncSide(AsyncShared):
@@ -43,9 +59,15 @@ class _AsyncSide(AsyncShared):
         """
         await self._give()
 
+    _holds: weakref.WeakSet[Holding]
+
     async def _hold(self, blocking: bool, timeout: float | None, over: bytes = b"") -> bool:
         _, deadline = self._deadline(blocking, timeout)
-        return await self._take(deadline, over=over) is not None
+        holding = await self._take(deadline, over=over)
+        if holding is None:
+            return False
+        self._holds.add(holding)
+        return True
 
     async def __aenter__(self: _Side) -> _Side:
         if not await self.acquire():  # type: ignore[attr-defined]
@@ -68,6 +90,8 @@ class _AsyncSide(AsyncShared):
 class AsyncReadLock(_AsyncSide):
     """The read side: a share that any number of readers hold together (``rw.read``)."""
 
+    _holds = _READS
+
     async def acquire(self, blocking: bool = True, timeout: float | None = DEFAULT) -> bool:
         """Take a read share; True, or False if a writer kept it for the whole timeout.
 
@@ -75,8 +99,8 @@ class AsyncReadLock(_AsyncSide):
         holder of the write lock may always take read shares too (its own writer does not
         block it).
         """
-        writer = self._rw.write._mine()
-        over = b"" if writer is None or not writer.active else writer.token
+        writer = _held_by_caller(_WRITES, self._keys.holders)
+        over = b"" if writer is None else writer.token
         return await self._hold(blocking, timeout, over)
 
 
@@ -84,6 +108,7 @@ class AsyncWriteLock(_AsyncSide):
     """The write side: held by one writer, when no reader holds a share (``rw.write``)."""
 
     _want = EVERYTHING
+    _holds = _WRITES
 
     async def acquire(self, blocking: bool = True, timeout: float | None = DEFAULT) -> bool:
         """Take the write lock; True, or False if it was not free for the whole timeout.
@@ -93,7 +118,6 @@ class AsyncWriteLock(_AsyncSide):
         already holds the write lock and would wait forever for it.
         """
         self._forget_lost()
-        self._rw.read._forget_lost()
         if self._mine() is not None:
             limit, _ = self._deadline(blocking, timeout)
             if limit is None:
@@ -101,7 +125,7 @@ class AsyncWriteLock(_AsyncSide):
                     f"write lock {self.name!r} is already held by this "
                     f"{AsyncBackground.OWNER}: waiting for it would wait forever"
                 )
-        if self._rw.read._mine() is not None:
+        if _held_by_caller(_READS, self._keys.holders) is not None:
             raise LockUpgradeError(
                 f"read/write lock {self.name!r}: this {AsyncBackground.OWNER} holds a read "
                 "share; taking the write lock would wait for itself forever. Release the "
