@@ -72,6 +72,8 @@ nitpick_ignore_regex = [
 nitpick_ignore = [
     ("py:class", "collections.abc.Callable"),
     ("py:class", "collections.abc.Sequence"),
+    ("py:class", "collections.abc.Iterator"),
+    ("py:class", "collections.abc.AsyncIterator"),
     ("py:class", "collections.abc.Mapping"),
     ("py:class", "argparse.ArgumentParser"),
 ]

@@ -25,6 +25,7 @@ SUBS = [
     (r"\bAsync([A-Z][A-Za-z0-9_]*)", r"\1"),
     (r"\basync def\b", "def"),
     (r"\basync with\b", "with"),
+    (r"\basync for\b", "for"),
     (r"\bawait ", ""),
     (r'\bAwaitable\["([^"]*)"\]', r'"\1"'),
     (r"\b__aenter__\b", "__enter__"),

@@ -15,36 +15,56 @@ from ._compat import check_redis_version
 
 check_redis_version()  # before anything else: an unsupported redis-py fails here, clearly
 
+from ._core.election import ElectionInfo, Leader
 from ._core.fencing import FencedRecord
 from ._core.inventory import Reservation, Stock
+from ._core.latch import LatchInfo
 from ._core.lock import LockInfo
 from ._core.ratelimit import RateLimit
+from ._core.rwlock import ReadWriteLockInfo
+from ._core.semaphore import SemaphoreInfo
 from ._sync.closing import close, closing
+from ._sync.election import Election
 from ._sync.fencing import FencedStore
 from ._sync.inventory import Inventory
+from ._sync.latch import CountDownLatch
 from ._sync.lock import Lock, RLock
 from ._sync.ratelimit import RateLimiter
 from ._sync.redlock import Redlock
+from ._sync.rwlock import ReadWriteLock
+from ._sync.semaphore import Semaphore
 from .errors import (
+    ElectionError,
+    ElectionUnavailable,
     FencedStoreUnavailable,
     FencingError,
     ForeignData,
     InventoryError,
     InventoryUnavailable,
+    LatchError,
+    LatchUnavailable,
+    LeadershipLost,
     LimitExceeded,
     LockError,
     LockLost,
     LockNotOwned,
     LockUnavailable,
+    LockUpgradeError,
+    NoPermit,
     NotAcquired,
+    NotLeader,
     OrderClosed,
     OrderConflict,
     OrderNotFound,
+    PermitLost,
+    PermitNotHeld,
     QuorumUnavailable,
     RateLimitError,
     RateLimitUnavailable,
     RedleaseError,
     ReplicasUnavailable,
+    SemaphoreError,
+    SemaphoreUnavailable,
     SoldOut,
     StaleFence,
     Unavailable,
@@ -53,6 +73,11 @@ from .errors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "CountDownLatch",
+    "Election",
+    "ElectionError",
+    "ElectionInfo",
+    "ElectionUnavailable",
     "FencedRecord",
     "FencedStore",
     "FencedStoreUnavailable",
@@ -61,6 +86,11 @@ __all__ = [
     "Inventory",
     "InventoryError",
     "InventoryUnavailable",
+    "LatchError",
+    "LatchInfo",
+    "LatchUnavailable",
+    "Leader",
+    "LeadershipLost",
     "LimitExceeded",
     "Lock",
     "LockError",
@@ -68,20 +98,31 @@ __all__ = [
     "LockLost",
     "LockNotOwned",
     "LockUnavailable",
+    "LockUpgradeError",
+    "NoPermit",
     "NotAcquired",
+    "NotLeader",
     "OrderClosed",
     "OrderConflict",
     "OrderNotFound",
+    "PermitLost",
+    "PermitNotHeld",
     "QuorumUnavailable",
     "RLock",
     "RateLimit",
     "RateLimitError",
     "RateLimitUnavailable",
     "RateLimiter",
+    "ReadWriteLock",
+    "ReadWriteLockInfo",
     "RedleaseError",
     "Redlock",
     "ReplicasUnavailable",
     "Reservation",
+    "Semaphore",
+    "SemaphoreError",
+    "SemaphoreInfo",
+    "SemaphoreUnavailable",
     "SoldOut",
     "StaleFence",
     "Stock",

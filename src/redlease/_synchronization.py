@@ -12,6 +12,7 @@ import contextlib
 import inspect
 import logging
 import os
+import sys
 import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable
 from typing import Any
@@ -228,7 +229,10 @@ class AsyncAtShutdown:
     """
 
     def __init__(self, cleanup: Callable[[], Awaitable[None]]) -> None:
-        self._cleanup: Callable[[], Awaitable[None]] | None = cleanup
+        self._cleanup: Callable[[], Awaitable[None]] | None = None
+        if sys.get_asyncgen_hooks().firstiter is None:
+            return  # a loop that does not track its generators: close() is the only way
+        self._cleanup = cleanup
         self._agen = self._until_shutdown()
         step: Any = self._agen.__anext__()  # the loop's firstiter hook registers it
         with contextlib.suppress(StopIteration):

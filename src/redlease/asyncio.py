@@ -13,42 +13,67 @@ that acquired them.
 """
 
 from ._async.closing import close, closing
+from ._async.election import AsyncElection as Election
 from ._async.fencing import AsyncFencedStore as FencedStore
 from ._async.inventory import AsyncInventory as Inventory
+from ._async.latch import AsyncCountDownLatch as CountDownLatch
 from ._async.lock import AsyncLock as Lock
 from ._async.lock import AsyncRLock as RLock
 from ._async.ratelimit import AsyncRateLimiter as RateLimiter
 from ._async.redlock import AsyncRedlock as Redlock
+from ._async.rwlock import AsyncReadWriteLock as ReadWriteLock
+from ._async.semaphore import AsyncSemaphore as Semaphore
+from ._core.election import ElectionInfo, Leader
 from ._core.fencing import FencedRecord
 from ._core.inventory import Reservation, Stock
+from ._core.latch import LatchInfo
 from ._core.lock import LockInfo
 from ._core.ratelimit import RateLimit
+from ._core.rwlock import ReadWriteLockInfo
+from ._core.semaphore import SemaphoreInfo
 from .errors import (
+    ElectionError,
+    ElectionUnavailable,
     FencedStoreUnavailable,
     FencingError,
     ForeignData,
     InventoryError,
     InventoryUnavailable,
+    LatchError,
+    LatchUnavailable,
+    LeadershipLost,
     LimitExceeded,
     LockError,
     LockLost,
     LockNotOwned,
     LockUnavailable,
+    LockUpgradeError,
+    NoPermit,
     NotAcquired,
+    NotLeader,
     OrderClosed,
     OrderConflict,
     OrderNotFound,
+    PermitLost,
+    PermitNotHeld,
     QuorumUnavailable,
     RateLimitError,
     RateLimitUnavailable,
     RedleaseError,
     ReplicasUnavailable,
+    SemaphoreError,
+    SemaphoreUnavailable,
     SoldOut,
     StaleFence,
     Unavailable,
 )
 
 __all__ = [
+    "CountDownLatch",
+    "Election",
+    "ElectionError",
+    "ElectionInfo",
+    "ElectionUnavailable",
     "FencedRecord",
     "FencedStore",
     "FencedStoreUnavailable",
@@ -57,6 +82,11 @@ __all__ = [
     "Inventory",
     "InventoryError",
     "InventoryUnavailable",
+    "LatchError",
+    "LatchInfo",
+    "LatchUnavailable",
+    "Leader",
+    "LeadershipLost",
     "LimitExceeded",
     "Lock",
     "LockError",
@@ -64,20 +94,31 @@ __all__ = [
     "LockLost",
     "LockNotOwned",
     "LockUnavailable",
+    "LockUpgradeError",
+    "NoPermit",
     "NotAcquired",
+    "NotLeader",
     "OrderClosed",
     "OrderConflict",
     "OrderNotFound",
+    "PermitLost",
+    "PermitNotHeld",
     "QuorumUnavailable",
     "RLock",
     "RateLimit",
     "RateLimitError",
     "RateLimitUnavailable",
     "RateLimiter",
+    "ReadWriteLock",
+    "ReadWriteLockInfo",
     "RedleaseError",
     "Redlock",
     "ReplicasUnavailable",
     "Reservation",
+    "Semaphore",
+    "SemaphoreError",
+    "SemaphoreInfo",
+    "SemaphoreUnavailable",
     "SoldOut",
     "StaleFence",
     "Stock",

@@ -21,10 +21,24 @@ Every error this library raises on purpose derives from :class:`RedleaseError`::
     │   └── InventoryUnavailable Redis failed or could not be reached: the cause is chained
     ├── RateLimitError
     │   └── RateLimitUnavailable Redis failed or could not be reached: the cause is chained
+    ├── SemaphoreError
+    │   ├── NoPermit             no permit came free within the timeout (``with``)
+    │   ├── PermitNotHeld        the caller holds no permit through this handle
+    │   │   └── PermitLost       it held one, and the lease ran out first
+    │   └── SemaphoreUnavailable Redis failed or could not be reached: the cause is chained
+    ├── LatchError
+    │   └── LatchUnavailable     Redis failed or could not be reached: the cause is chained
+    ├── ElectionError
+    │   ├── NotLeader            resign() without leading through this handle
+    │   │   └── LeadershipLost   it led, and the lease ran out first
+    │   └── ElectionUnavailable  Redis failed or could not be reached: the cause is chained
     ├── FencingError
     │   ├── StaleFence           a write's fence is below the highest the resource accepted
     │   └── FencedStoreUnavailable  Redis failed or could not be reached: the cause is chained
     └── (later primitives add their own branches)
+
+    (ReadWriteLock raises the LockError family, plus LockUpgradeError, a LockError: the
+    write lock asked for by a holder of only the read lock.)
 
 Bad arguments are not ``RedleaseError``: they raise ``ValueError`` / ``TypeError`` at once,
 before anything is sent to Redis, with a message that names the argument.
@@ -46,24 +60,36 @@ if TYPE_CHECKING:
     from ._core.inventory import Reservation
 
 __all__ = [
+    "ElectionError",
+    "ElectionUnavailable",
     "FencedStoreUnavailable",
     "FencingError",
     "ForeignData",
     "InventoryError",
     "InventoryUnavailable",
+    "LatchError",
+    "LatchUnavailable",
+    "LeadershipLost",
     "LimitExceeded",
     "LockError",
     "LockLost",
     "LockNotOwned",
     "LockUnavailable",
+    "LockUpgradeError",
+    "NoPermit",
     "NotAcquired",
+    "NotLeader",
     "OrderClosed",
     "OrderConflict",
     "OrderNotFound",
+    "PermitLost",
+    "PermitNotHeld",
     "QuorumUnavailable",
     "RateLimitError",
     "RateLimitUnavailable",
     "RedleaseError",
+    "SemaphoreError",
+    "SemaphoreUnavailable",
     "SoldOut",
     "StaleFence",
     "Unavailable",
@@ -276,6 +302,68 @@ class RateLimitUnavailable(RateLimitError, Unavailable):
     """
 
 
+# -- the coordination family ----------------------------------------------------------------
+class LockUpgradeError(LockError):
+    """The write lock of a ReadWriteLock was asked for by a holder of only its read lock.
+
+    Waiting would deadlock (the writer waits for every reader, itself included): release the
+    read lock first, or take the write lock first (its holder may also read).
+    """
+
+
+class SemaphoreError(RedleaseError):
+    """Base class of the errors of :class:`~redlease.Semaphore`."""
+
+
+class NoPermit(SemaphoreError):
+    """No permit came free within the timeout (``with semaphore:``; ``acquire()`` returns
+    ``False`` instead)."""
+
+
+class PermitNotHeld(SemaphoreError):
+    """The caller holds no permit through this handle (released twice, or never acquired)."""
+
+
+class PermitLost(PermitNotHeld):
+    """The caller held a permit, but its lease ran out before the release (a pause longer
+    than the ttl): another holder may have had it meanwhile."""
+
+
+class SemaphoreUnavailable(SemaphoreError, Unavailable):
+    """Redis failed, or could not be reached, during a semaphore operation (cause chained).
+
+    Each operation is one atomic script; a permit whose grant was not seen is given back, or
+    runs out within the ttl.
+    """
+
+
+class LatchError(RedleaseError):
+    """Base class of the errors of :class:`~redlease.CountDownLatch`."""
+
+
+class LatchUnavailable(LatchError, Unavailable):
+    """Redis failed, or could not be reached, during a latch operation (cause chained)."""
+
+
+class ElectionError(RedleaseError):
+    """Base class of the errors of :class:`~redlease.Election`."""
+
+
+class NotLeader(ElectionError):
+    """This handle does not lead (``resign()`` without a won campaign, or twice)."""
+
+
+class LeadershipLost(NotLeader):
+    """This handle led, but its lease ran out first: a later leader may have acted since.
+
+    Pass the term (a fencing token) to your storage to reject the stale leader's writes.
+    """
+
+
+class ElectionUnavailable(ElectionError, Unavailable):
+    """Redis failed, or could not be reached, during an election operation (cause chained)."""
+
+
 # -- fencing --------------------------------------------------------------------------------
 class FencingError(RedleaseError):
     """Base class of the errors of :class:`~redlease.FencedStore` (``name``: the resource's)."""
@@ -316,6 +404,9 @@ _BASES = frozenset(
         InventoryError,
         RateLimitError,
         _OrderStateError,
+        SemaphoreError,
+        LatchError,
+        ElectionError,
         FencingError,
     }
 )

@@ -164,3 +164,27 @@ async def test_an_on_lost_that_raises_is_logged(
     assert record.levelno == logging.ERROR and record.exc_info is not None
     with pytest.raises(redlease.LockLost):
         await lock.release()
+
+
+async def test_a_redlock_renewal_without_a_majority_is_logged(
+    async_redlock_clients: list[redis.asyncio.Redis],
+    redlock_servers: list[Any],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    lock = redlease.Redlock(async_redlock_clients, "log:redlock", ttl=1.5)  # renewed every 0.5 s
+    assert await lock.acquire()
+    for srv in redlock_servers[:3]:
+        srv.pause()
+    try:
+        assert await wait_until(logged(caplog, "renewal_failed"), limit=10)
+    finally:
+        for srv in redlock_servers[:3]:
+            srv.resume()
+    failed = events(caplog, "renewal_failed")[0]
+    assert failed.redlease_primitive == "redlock"  # type: ignore[attr-defined]
+    assert failed.redlease_name == "log:redlock"  # type: ignore[attr-defined]
+    assert "2 of 5 servers answered, 3 needed" in failed.redlease_error  # type: ignore[attr-defined]
+    with contextlib.suppress(redlease.LockLost):
+        await lock.release()
+    for client in async_redlock_clients:
+        await redlease.close(client)

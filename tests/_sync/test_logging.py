@@ -165,3 +165,27 @@ def test_an_on_lost_that_raises_is_logged(
     assert record.levelno == logging.ERROR and record.exc_info is not None
     with pytest.raises(redlease.LockLost):
         lock.release()
+
+
+def test_a_redlock_renewal_without_a_majority_is_logged(
+    redlock_clients: list[redis.Redis],
+    redlock_servers: list[Any],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    lock = redlease.Redlock(redlock_clients, "log:redlock", ttl=1.5)  # renewed every 0.5 s
+    assert lock.acquire()
+    for srv in redlock_servers[:3]:
+        srv.pause()
+    try:
+        assert wait_until(logged(caplog, "renewal_failed"), limit=10)
+    finally:
+        for srv in redlock_servers[:3]:
+            srv.resume()
+    failed = events(caplog, "renewal_failed")[0]
+    assert failed.redlease_primitive == "redlock"  # type: ignore[attr-defined]
+    assert failed.redlease_name == "log:redlock"  # type: ignore[attr-defined]
+    assert "2 of 5 servers answered, 3 needed" in failed.redlease_error  # type: ignore[attr-defined]
+    with contextlib.suppress(redlease.LockLost):
+        lock.release()
+    for client in redlock_clients:
+        redlease.close(client)

@@ -93,8 +93,10 @@ class _Run:
         ]
         self.proxies: list[ChaosProxy] = []
         self.state = SPAWN.Array("i", config.workers, lock=False)
-        self.ops = SPAWN.Value("q", 0)
-        self.stop_workers = SPAWN.Event()
+        # Lock-free shared memory: a worker stopped or killed while holding a lock would hang
+        # everyone on it (see worker.run). One counter per slot, summed here.
+        self.ops = SPAWN.Array("q", config.workers, lock=False)
+        self.stop_workers = SPAWN.Value("b", 0, lock=False)
         self.stop_faults = threading.Event()
         self.procs: list[Any] = [None] * config.workers
         self.generation = [0] * config.workers
@@ -116,7 +118,7 @@ class _Run:
 
     def close(self) -> None:
         self.stop_faults.set()
-        self.stop_workers.set()
+        self.stop_workers.value = 1
         for srv in self.servers:
             with contextlib.suppress(Exception):
                 if srv.paused:
@@ -286,7 +288,7 @@ class _Run:
         complete = False
         last = started
         while time.monotonic() - started < cfg.max_seconds:
-            done_ops = self.ops.value >= cfg.ops
+            done_ops = sum(self.ops) >= cfg.ops
             done_faults = all(self.injected[k] >= cfg.min_faults for k in cfg.kinds)
             if done_ops and done_faults:
                 complete = True
@@ -294,7 +296,7 @@ class _Run:
             if cfg.progress and time.monotonic() - last >= 5:
                 last = time.monotonic()
                 faults = sum(self.injected.values())
-                cfg.progress(f"{last - started:6.0f}s  ops {self.ops.value:>7}  faults {faults:>5}")
+                cfg.progress(f"{last - started:6.0f}s  ops {sum(self.ops):>7}  faults {faults:>5}")
             time.sleep(0.05)
         self.stop_faults.set()
         for t in lanes:
@@ -308,7 +310,7 @@ class _Run:
         report = check(parse(lines))
         if not complete:
             self.notes.append(f"stopped at max_seconds={cfg.max_seconds:g}")
-        return Outcome(cfg, report, self.ops.value, seconds, self.injected, complete, self.notes)
+        return Outcome(cfg, report, sum(self.ops), seconds, self.injected, complete, self.notes)
 
 
 def run(config: ChaosConfig, workdir: str | Path | None = None) -> Outcome:

@@ -45,7 +45,12 @@ class WorkerConfig:
 
 
 def run(config: WorkerConfig, state: Any, ops: Any, stop: Any) -> None:
-    """The worker's main: loop until ``stop`` is set (an Event), counting ops in ``ops``."""
+    """The worker's main: loop until ``stop.value`` is set, counting ops in ``ops[slot]``.
+
+    Both are shared memory WITHOUT a lock: this process is SIGSTOPped and SIGKILLed at random,
+    and a lock it held then (a multiprocessing Event's, a synchronized Value's) would stay
+    held, and the parent would hang on it. Each slot has one writer at a time.
+    """
     rng = random.Random(config.seed)
     kwargs = {"socket_timeout": config.socket_timeout, "socket_connect_timeout": 0.5}
     clients = [redis.Redis.from_url(u, **kwargs) for u in config.lock_urls]
@@ -62,12 +67,11 @@ def run(config: WorkerConfig, state: Any, ops: Any, stop: Any) -> None:
         stores[name] = redlease.FencedStore(resource, name)
     with open(config.history, "a", buffering=1) as out:
         hold = 0
-        while not stop.is_set():
+        while not stop.value:
             name = rng.choice(config.names)
             if _one(config, rng, out, resource, locks[name], stores[name], name, hold, state):
                 hold += 1
-                with ops.get_lock():
-                    ops.value += 1
+                ops[config.slot] += 1
 
 
 def _log(out: IO[str], **event: Any) -> None:

@@ -34,6 +34,7 @@ def all_scripts() -> dict[str, Script]:
 SCRIPTS = all_scripts()
 PINNED = {
     "acquire": "0adb2469e8f4052756c3de758d1b376926704060",
+    "election_watch": "f695bc8e3f1b6cde3a27c45e7325220168cd7e27",
     "extend": "dbe2b8da203a13ef7a56cc3d32d11fb1f221f7ad",
     "fence": "5cdf0e9c5e711464050a9a903e0ebbb8736597b7",
     "fenced_read": "2bd07fd07f94bdc0d8f3a9db67be05389f807688",
@@ -45,12 +46,23 @@ PINNED = {
     "inventory_reserve": "41b392ede0e3f15ded55ef4ffe03956c69771628",
     "inventory_restock": "b541bb63961b8fa84bd11f66eaaf546f9c7eb24e",
     "inventory_snapshot": "e42ea03d93bff39dcefeacc2c3fa57bc6161bc27",
+    "latch_count_down": "ba46f3fa32829456c67a2acff2cf0ed8e1d36158",
+    "latch_inspect": "334ca9ba1441233d3a2c61a4ad53d663516a641a",
+    "latch_leave": "d706b013e5900ba0ae6d29166ffab801b61b8de6",
+    "latch_set": "d0bf5d735c9546c5f72cd9f7cf71026e25dcd58e",
+    "latch_wait": "3474b8d2cfebc74cff52286c3d08f48e560df4d9",
     "leave": "8f8c9bcee89f023c72be1213d84c686993e48db8",
     "ratelimit_fixed": "4a11d08ef8a74bad8e8408d9cb8abeebbd27381e",
     "ratelimit_gcra": "baf30145a8ee4c7766e6370e3810829a69528c25",
     "ratelimit_reset": "e9160168138bfa9034ed30d515cdfb21960c7b05",
     "release": "8510cde5bfff16e3b9d66edadfc8f9f815969c29",
     "renew": "da429cca1a62b1a8dfd3a19af61b597c7dbe7857",
+    "semaphore_set_permits": "8121d43c3c83121a18e30087645a4f43db0067dd",
+    "shared_acquire": "38678be0cae79115df7e69eb2e291ea1ffe6fa79",
+    "shared_inspect": "c35b8e6f44c9fc5219db514355e86579c391b88f",
+    "shared_leave": "7b0a7dcf55d7f1f4e784b6f25823199e67317087",
+    "shared_release": "0ca4d38254ad269cc11d40bc233c82f6e1742502",
+    "shared_renew": "995505503e37b4888b442df87cc7ee6c160c4f10",
 }
 """Script name -> SHA1 of its source, as loaded. Update a literal only with the script edit."""
 LUA = resources.files("redlease").joinpath("lua")

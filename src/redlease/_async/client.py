@@ -462,8 +462,10 @@ class _Subscription:
 
     async def aclose(self) -> None:
         """Close the subscription and its private pool."""
-        with self._backend._translated():
-            await self._pubsub.aclose()
+        try:
+            with self._backend._translated():
+                await self._pubsub.aclose()
+        finally:
             await self._pubsub.connection_pool.disconnect()
 
 

@@ -463,8 +463,10 @@ class _Subscription:
 
     def close(self) -> None:
         """Close the subscription and its private pool."""
-        with self._backend._translated():
-            self._pubsub.close()
+        try:
+            with self._backend._translated():
+                self._pubsub.close()
+        finally:
             self._pubsub.connection_pool.disconnect()
 
 

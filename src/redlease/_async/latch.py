@@ -1,0 +1,133 @@
+"""CountDownLatch: N count-downs release every waiter at once, woken by pub/sub."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import redis.asyncio
+from redis.exceptions import RedisError
+
+from .._core import latch, validate
+from .._core.lease import new_token
+from .._core.scripts import Script
+from .._core.waiters import WAITERS, Outcome
+from ..errors import LatchUnavailable
+from .client import check_client
+from .runtime import AsyncRuntime, runtime_for
+from .waiting import wait_turn
+
+__all__ = ["AsyncCountDownLatch"]
+
+RECHECK = 10.0
+"""Seconds between two looks of a waiter that heard nothing (a lost message costs this)."""
+
+
+class AsyncCountDownLatch:
+    """A latch on one Redis server: ``wait()`` blocks until ``count_down()`` was called n times.
+
+    ``try_set_count(n)`` starts a round (only when the latch is not counting), each
+    ``count_down()`` takes one off, and the one that reaches 0 releases every waiter in the
+    same atomic script: each waiter is released once, and only once the count reached 0.
+    Waiters are woken by pub/sub (no polling; a waiter that heard nothing looks again every
+    10 s). A Redis failure raises :class:`~redlease.LatchUnavailable`.
+
+    The latch is reusable: once open, ``try_set_count`` starts the next round. A waiter that
+    began waiting in one round is released when that round ends, even if the next round has
+    started by the time it looks.
+    """
+
+    def __init__(self, client: redis.asyncio.Redis, name: str | bytes, *, prefix: str = "redlease"):
+        """Describe a latch; nothing is sent to Redis until it is used.
+
+        :param client: your redis-py client.
+        :param name: the latch's name (str or bytes); keys are ``<prefix>:{<name>}:...``.
+        :param prefix: the key prefix (no white space or braces).
+        """
+        check_client(client)
+        self._client = client
+        self.name = name
+        self._keys = latch.LatchKeys.build(validate.prefix(prefix), validate.name(name))
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+    def _runtime(self) -> AsyncRuntime:
+        return runtime_for(self._client)
+
+    async def _call(
+        self, action: str, script: Script, keys: list[bytes], args: list[Any], timeout: Any = None
+    ) -> Any:
+        try:
+            return await self._runtime().backend.run(script, keys, args, timeout)
+        except RedisError as exc:
+            raise LatchUnavailable(
+                f"could not {action} latch {self.name!r}: Redis failed: {exc}", name=self.name
+            ) from exc
+
+    async def try_set_count(self, count: int) -> bool:
+        """Start counting down from ``count`` (>= 1); False if the latch is counting already."""
+        count = validate.count(count, "count")
+        k = self._keys
+        return bool(int(await self._call("set", latch.SET, [k.count, k.generation], [count])))
+
+    async def count_down(self) -> int:
+        """Take one off the count; the count left (0: the latch is open, its waiters released).
+
+        Counting down a latch that is not counting does nothing (and returns 0).
+        """
+        reply = await self._call("count down", latch.COUNT_DOWN, self._keys.in_order(), [WAITERS])
+        return int(reply)
+
+    async def count(self) -> int:
+        """The count left (0: not counting), one round trip."""
+        return (await self.inspect()).count
+
+    async def inspect(self) -> latch.LatchInfo:
+        """A snapshot: count left, rounds completed, waiters."""
+        raw = await self._call("inspect", latch.INSPECT, self._keys.in_order(), [])
+        return latch.decode_inspect(raw, self.name, self._keys)
+
+    async def wait(self, timeout: float | None = None) -> bool:
+        """Block until the count reaches 0; True, or False after ``timeout`` seconds.
+
+        ``None`` or ``-1`` waits forever, ``0`` looks once. Returns at once when the latch is
+        not counting.
+        """
+        limit = validate.timeout(timeout)
+        deadline = None if limit is None else time.monotonic() + limit
+        runtime = self._runtime()
+        token = new_token()
+        seen: list[bytes] = [b""]  # the generation of the first look
+        keep = int(3 * RECHECK * 1000)
+
+        async def attempt(join: bool) -> Outcome:
+            raw = await self._call(
+                "wait for", latch.WAIT, self._keys.in_order(), [token, int(join), seen[0], keep]
+            )
+            is_open, generation = latch.decode_wait(raw)
+            if is_open:
+                return Outcome(result=True)
+            if not seen[0]:
+                seen[0] = str(generation).encode()
+            return Outcome(refusals=((0, True, -1),), answered=(0,), queued=(0,) if join else ())
+
+        async def leave(servers: list[int], timeout: float | None) -> None:
+            await self._call("leave", latch.LEAVE, [self._keys.waiters], [token], timeout)
+
+        def listen_error(server: int, exc: RedisError) -> None:
+            raise LatchUnavailable(
+                f"could not wait for latch {self.name!r}: Redis failed: {exc}", name=self.name
+            ) from exc
+
+        result = await wait_turn(
+            [runtime.hub],
+            token,
+            attempt,
+            leave,
+            deadline=deadline,
+            socket_timeout=runtime.backend.socket_timeout,
+            fallback=RECHECK,
+            listen_error=listen_error,
+        )
+        return bool(result)

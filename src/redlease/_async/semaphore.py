@@ -1,0 +1,153 @@
+"""Semaphore: N permits, each a lease renewed while held and returned when its holder dies."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import TracebackType
+
+import redis.asyncio
+from redis.exceptions import RedisError
+
+from .._core import validate
+from .._core.semaphore import SET_PERMITS, SemaphoreInfo, semaphore_info
+from .._core.waiters import WAITERS
+from .._synchronization import AsyncBackground
+from ..errors import NoPermit, PermitLost, PermitNotHeld, SemaphoreUnavailable
+from .shared import DEFAULT, AsyncShared, Errors
+
+__all__ = ["AsyncSemaphore"]
+
+
+class AsyncSemaphore(AsyncShared):
+    """A counting semaphore of ``permits`` leased permits on one Redis server.
+
+    ``Semaphore(client, name, permits, ttl=10.0, timeout=None)``: ``acquire()`` takes one
+    permit for the calling thread (task), ``release()`` gives back its latest one; ``with``
+    does both. Guaranteed, while the server keeps its data and clocks run at a sane rate:
+
+    * never more than ``permits`` held at once (after ``set_permits`` lowered the count, no
+      new permit is granted until the holders are under it; held ones are never revoked);
+    * each permit is a lease on the server's clock, renewed by the watchdog every ``ttl / 3``:
+      a crashed holder's permit comes back within ``ttl`` (Redisson's plain ``RSemaphore``
+      leaks it forever);
+    * waiters are served in FIFO order, woken by pub/sub (no polling), several at once when
+      several permits free up;
+    * each permit gets a fencing token (``fence``), strictly increasing per name;
+    * a holder learns it lost its permit (``on_lost``; ``release()`` raises
+      :class:`~redlease.PermitLost`); a Redis failure raises
+      :class:`~redlease.SemaphoreUnavailable`, never ``False``.
+
+    The number of permits is stored in Redis: the first handle to use the name stores its
+    ``permits``; :meth:`set_permits` changes it for every handle (the ``permits`` of later
+    handles is then ignored).
+    """
+
+    _errors = Errors(SemaphoreUnavailable, PermitNotHeld, PermitLost, "semaphore")
+    _stored = True
+
+    def __init__(
+        self,
+        client: redis.asyncio.Redis,
+        name: str | bytes,
+        permits: int,
+        *,
+        ttl: float = 10.0,
+        timeout: float | None = None,
+        prefix: str = "redlease",
+        renew: bool = True,
+        on_lost: Callable[[], object] | None = None,
+        handoff: float = 0.05,
+    ) -> None:
+        """Describe a semaphore; nothing is sent to Redis until it is used.
+
+        :param client: your redis-py client.
+        :param name: the semaphore's name (str or bytes); keys are ``<prefix>:{<name>}:...``.
+        :param permits: how many may hold a permit at once (>= 1), stored on first use.
+        :param ttl: each permit's lease in seconds; renewed while held.
+        :param timeout: how long ``with`` and ``acquire()`` wait: ``None`` or ``-1`` forever,
+            ``0`` one try.
+        :param prefix: the key prefix (no white space or braces).
+        :param renew: renew permits while held; ``False``: each ends after ttl.
+        :param on_lost: called (from the watchdog) when a renewal finds a permit gone.
+        :param handoff: seconds a freed permit stays reserved for a woken waiter before it
+            is skipped as dead.
+        """
+        self.permits = validate.count(permits, "permits")
+        super().__init__(
+            client,
+            name,
+            ttl=ttl,
+            timeout=timeout,
+            prefix=prefix,
+            renew=renew,
+            on_lost=on_lost,
+            handoff=handoff,
+        )
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} permits={self.permits} ttl={self.ttl}>"
+
+    def _capacity(self) -> int:
+        return self.permits
+
+    async def acquire(self, blocking: bool = True, timeout: float | None = DEFAULT) -> bool:
+        """Take a permit; True if taken, False if none came free within the timeout.
+
+        ``timeout`` defaults to the semaphore's; ``None`` or ``-1`` waits forever,
+        ``blocking=False`` tries once. The permit belongs to the calling thread (task); it
+        may take several. Raises :class:`~redlease.SemaphoreUnavailable` when Redis fails.
+        """
+        _, deadline = self._deadline(blocking, timeout)
+        return await self._take(deadline) is not None
+
+    async def release(self) -> None:
+        """Give back the caller's latest permit.
+
+        Raises :class:`~redlease.PermitNotHeld` if the caller holds none through this
+        handle, :class:`~redlease.PermitLost` if its lease ran out first,
+        :class:`~redlease.SemaphoreUnavailable` if Redis failed (the permit is no longer
+        renewed in every case).
+        """
+        await self._give()
+
+    async def available(self) -> int:
+        """Permits free now (one round trip): the permits less those held, at least 0."""
+        return (await self.inspect()).available
+
+    async def set_permits(self, permits: int) -> int:
+        """Set the number of permits for the next acquisitions; the previous number.
+
+        Held permits are never revoked; with more permits, waiters that now fit are woken.
+        """
+        permits = validate.count(permits, "permits", minimum=0)
+        try:
+            previous = await self._call(
+                SET_PERMITS,
+                (self._keys.in_order(), [permits, self._window_ms, WAITERS]),
+            )
+        except RedisError as exc:
+            raise self._unavailable("set the permits of", exc) from exc
+        before, self.permits = self.permits, permits
+        return int(previous) if int(previous) >= 0 else before
+
+    async def inspect(self) -> SemaphoreInfo:
+        """A snapshot (one round trip): permits, used, available, waiters, holders' leases."""
+        mine = len(self._held.get(AsyncBackground.owner(), ()))
+        return semaphore_info(await self._snapshot(), self.name, mine)
+
+    async def __aenter__(self) -> AsyncSemaphore:
+        if not await self.acquire():
+            raise NoPermit(
+                f"semaphore {self.name!r} had no permit free for the whole timeout "
+                f"({self.timeout} s)",
+                name=self.name,
+            )
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.release()

@@ -1,0 +1,55 @@
+"""The leased semaphore's pure part: its keys, scripts and snapshot (over ``_core/shared``).
+
+Every permit is one unit of a shared resource whose capacity is stored in Redis (the
+``capacity`` key): the first handle to use a name stores its ``permits``, and
+``set_permits(n)`` changes it for everyone (``lua/semaphore_set_permits.lua``). Each permit
+taken is a lease of its own on the server's clock (``holders``: token -> lease end), renewed
+by the watchdog and dropped when it runs out, so a crashed holder's permit comes back within
+the ttl.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .scripts import load
+from .shared import Snapshot
+
+__all__ = ["SET_PERMITS", "SemaphoreInfo", "semaphore_info"]
+
+SET_PERMITS = load("semaphore_set_permits", prelude=("lock_lib", "shared_lib"))
+
+
+@dataclass(frozen=True)
+class SemaphoreInfo:
+    """A snapshot of one semaphore, read atomically by ``Semaphore.inspect()``.
+
+    ``permits``: the current number of permits; ``used``: permits held now (may exceed
+    ``permits`` after ``set_permits`` lowered it: held permits are never revoked);
+    ``available``: ``max(permits - used, 0)``; ``waiters``: acquisitions queued; ``mine``:
+    permits the caller holds through this handle; ``holders``: seconds left on each held
+    permit's lease, soonest first; ``fence``: the last fencing token issued.
+    """
+
+    name: str | bytes
+    permits: int
+    used: int
+    available: int
+    waiters: int
+    mine: int
+    holders: tuple[float, ...]
+    fence: int
+
+
+def semaphore_info(snapshot: Snapshot, name: str | bytes, mine: int) -> SemaphoreInfo:
+    """The :class:`SemaphoreInfo` of a shared resource snapshot."""
+    return SemaphoreInfo(
+        name=name,
+        permits=snapshot.capacity,
+        used=snapshot.used,
+        available=max(snapshot.capacity - snapshot.used, 0),
+        waiters=snapshot.waiters,
+        mine=mine,
+        holders=tuple(h.remaining for h in snapshot.holders),
+        fence=snapshot.fence,
+    )
