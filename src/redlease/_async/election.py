@@ -11,7 +11,7 @@ from redis.exceptions import RedisError
 from .._core import shared, validate
 from .._core.election import WATCH, ElectionInfo, Leader, decode_watch, election_info, leader_of
 from .._core.lease import new_token
-from .._core.waiters import WAITERS, Outcome
+from .._core.waiters import Outcome
 from ..errors import ElectionUnavailable, LeadershipLost, NotLeader
 from .shared import AsyncShared, Errors
 from .waiting import wait_turn
@@ -156,7 +156,16 @@ class AsyncElection(AsyncShared):
             try:
                 raw = await self._call(
                     WATCH,
-                    (self._keys.in_order(), [token, int(join), known, WAITERS, keep]),
+                    (
+                        self._keys.in_order(),
+                        [
+                            token,
+                            int(join),
+                            known,
+                            self._runtime().channels(self._keys.in_order()[0]),
+                            keep,
+                        ],
+                    ),
                 )
             except RedisError as exc:
                 raise self._unavailable("watch", exc) from exc
@@ -172,7 +181,7 @@ class AsyncElection(AsyncShared):
                 raise self._unavailable("stop watching", exc) from exc
 
         found: tuple[Leader | None] | None = await wait_turn(
-            [runtime.hub],
+            [runtime.hub_for(self._keys.in_order()[0])],
             token,
             attempt,
             leave,

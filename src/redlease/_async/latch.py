@@ -11,7 +11,7 @@ from redis.exceptions import RedisError
 from .._core import latch, validate
 from .._core.lease import new_token
 from .._core.scripts import Script
-from .._core.waiters import WAITERS, Outcome
+from .._core.waiters import Outcome
 from ..errors import LatchUnavailable
 from .client import check_client
 from .runtime import AsyncRuntime, runtime_for
@@ -76,7 +76,12 @@ class AsyncCountDownLatch:
 
         Counting down a latch that is not counting does nothing (and returns 0).
         """
-        reply = await self._call("count down", latch.COUNT_DOWN, self._keys.in_order(), [WAITERS])
+        reply = await self._call(
+            "count down",
+            latch.COUNT_DOWN,
+            self._keys.in_order(),
+            [self._runtime().channels(self._keys.in_order()[0])],
+        )
         return int(reply)
 
     async def count(self) -> int:
@@ -121,7 +126,7 @@ class AsyncCountDownLatch:
             ) from exc
 
         result = await wait_turn(
-            [runtime.hub],
+            [runtime.hub_for(self._keys.in_order()[0])],
             token,
             attempt,
             leave,

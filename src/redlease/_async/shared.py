@@ -24,7 +24,7 @@ from .._core.lease import Holding, new_token
 from .._core.lock import ACQUIRED
 from .._core.scripts import Script
 from .._core.shared import SharedKeys, Snapshot
-from .._core.waiters import WAITERS, Outcome
+from .._core.waiters import Outcome
 from .._synchronization import AsyncBackground, AsyncShield
 from ..errors import RedleaseError, Unavailable
 from .client import check_client
@@ -155,7 +155,7 @@ class AsyncShared:
                 raise self._unavailable("leave the queue of", exc) from exc
 
         holding: Holding | None = await wait_turn(
-            [runtime.hub],
+            [runtime.hub_for(self._keys.in_order()[0])],
             token,
             attempt,
             leave,
@@ -196,7 +196,7 @@ class AsyncShared:
             self._want,
             int(join),
             self._window_ms,
-            WAITERS,
+            self._runtime().channels(self._keys.in_order()[0]),
             self._capacity(),
             int(self._stored),
             over,
@@ -254,7 +254,13 @@ class AsyncShared:
 
     def _queue_args(self, token: bytes) -> tuple[list[bytes], list[Any]]:
         """KEYS and ARGV of shared_release.lua and shared_leave.lua (one contract)."""
-        args = [token, self._window_ms, WAITERS, self._capacity(), int(self._stored)]
+        args = [
+            token,
+            self._window_ms,
+            self._runtime().channels(self._keys.in_order()[0]),
+            self._capacity(),
+            int(self._stored),
+        ]
         return self._keys.in_order(), args
 
     async def _snapshot(self, token: bytes = b"") -> Snapshot:

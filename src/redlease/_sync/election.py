@@ -12,7 +12,7 @@ from redis.exceptions import RedisError
 from .._core import shared, validate
 from .._core.election import WATCH, ElectionInfo, Leader, decode_watch, election_info, leader_of
 from .._core.lease import new_token
-from .._core.waiters import WAITERS, Outcome
+from .._core.waiters import Outcome
 from ..errors import ElectionUnavailable, LeadershipLost, NotLeader
 from .shared import Shared, Errors
 from .waiting import wait_turn
@@ -157,7 +157,16 @@ class Election(Shared):
             try:
                 raw = self._call(
                     WATCH,
-                    (self._keys.in_order(), [token, int(join), known, WAITERS, keep]),
+                    (
+                        self._keys.in_order(),
+                        [
+                            token,
+                            int(join),
+                            known,
+                            self._runtime().channels(self._keys.in_order()[0]),
+                            keep,
+                        ],
+                    ),
                 )
             except RedisError as exc:
                 raise self._unavailable("watch", exc) from exc
@@ -173,7 +182,7 @@ class Election(Shared):
                 raise self._unavailable("stop watching", exc) from exc
 
         found: tuple[Leader | None] | None = wait_turn(
-            [runtime.hub],
+            [runtime.hub_for(self._keys.in_order()[0])],
             token,
             attempt,
             leave,

@@ -12,7 +12,7 @@ from redis.exceptions import RedisError
 from .._core import latch, validate
 from .._core.lease import new_token
 from .._core.scripts import Script
-from .._core.waiters import WAITERS, Outcome
+from .._core.waiters import Outcome
 from ..errors import LatchUnavailable
 from .client import check_client
 from .runtime import Runtime, runtime_for
@@ -77,7 +77,12 @@ class CountDownLatch:
 
         Counting down a latch that is not counting does nothing (and returns 0).
         """
-        reply = self._call("count down", latch.COUNT_DOWN, self._keys.in_order(), [WAITERS])
+        reply = self._call(
+            "count down",
+            latch.COUNT_DOWN,
+            self._keys.in_order(),
+            [self._runtime().channels(self._keys.in_order()[0])],
+        )
         return int(reply)
 
     def count(self) -> int:
@@ -122,7 +127,7 @@ class CountDownLatch:
             ) from exc
 
         result = wait_turn(
-            [runtime.hub],
+            [runtime.hub_for(self._keys.in_order()[0])],
             token,
             attempt,
             leave,

@@ -11,7 +11,6 @@ from redis.exceptions import RedisError
 
 from .._core import validate
 from .._core.semaphore import SET_PERMITS, SemaphoreInfo, semaphore_info
-from .._core.waiters import WAITERS
 from .._synchronization import Background
 from ..errors import NoPermit, PermitLost, PermitNotHeld, SemaphoreUnavailable
 from .shared import DEFAULT, Shared, Errors
@@ -124,7 +123,10 @@ class Semaphore(Shared):
         try:
             previous = self._call(
                 SET_PERMITS,
-                (self._keys.in_order(), [permits, self._window_ms, WAITERS]),
+                (
+                    self._keys.in_order(),
+                    [permits, self._window_ms, self._runtime().channels(self._keys.in_order()[0])],
+                ),
             )
         except RedisError as exc:
             raise self._unavailable("set the permits of", exc) from exc

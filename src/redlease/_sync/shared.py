@@ -25,7 +25,7 @@ from .._core.lease import Holding, new_token
 from .._core.lock import ACQUIRED
 from .._core.scripts import Script
 from .._core.shared import SharedKeys, Snapshot
-from .._core.waiters import WAITERS, Outcome
+from .._core.waiters import Outcome
 from .._synchronization import Background, Shield
 from ..errors import RedleaseError, Unavailable
 from .client import check_client
@@ -156,7 +156,7 @@ class Shared:
                 raise self._unavailable("leave the queue of", exc) from exc
 
         holding: Holding | None = wait_turn(
-            [runtime.hub],
+            [runtime.hub_for(self._keys.in_order()[0])],
             token,
             attempt,
             leave,
@@ -197,7 +197,7 @@ class Shared:
             self._want,
             int(join),
             self._window_ms,
-            WAITERS,
+            self._runtime().channels(self._keys.in_order()[0]),
             self._capacity(),
             int(self._stored),
             over,
@@ -255,7 +255,13 @@ class Shared:
 
     def _queue_args(self, token: bytes) -> tuple[list[bytes], list[Any]]:
         """KEYS and ARGV of shared_release.lua and shared_leave.lua (one contract)."""
-        args = [token, self._window_ms, WAITERS, self._capacity(), int(self._stored)]
+        args = [
+            token,
+            self._window_ms,
+            self._runtime().channels(self._keys.in_order()[0]),
+            self._capacity(),
+            int(self._stored),
+        ]
         return self._keys.in_order(), args
 
     def _snapshot(self, token: bytes = b"") -> Snapshot:
