@@ -9,6 +9,7 @@ cluster's own faults (failover, slot migration) are tested in ``test_cluster_fau
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -80,6 +81,12 @@ async def test_a_blocked_waiter_sends_no_commands(  # type: ignore[no-redef]
     async_client: Any, cluster: RedisClusterServers
 ) -> None:
     """On every node of the cluster: 0 commands/s while a waiter is blocked."""
+    gc.collect()  # locks earlier tests dropped in reference cycles: no renewals of theirs
+
+    async def no_watchdog() -> bool:
+        return "redlease-renewer" not in AsyncTasks.names()
+
+    await wait_until(no_watchdog, limit=5.0)  # best effort: the count below is the check
     holder = redlease.Lock(async_client, "idle", ttl=10)
     await holder.acquire()
     waiter = redlease.Lock(async_client, "idle")

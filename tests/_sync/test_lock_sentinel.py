@@ -9,6 +9,7 @@ master after a failover.
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
@@ -100,6 +101,9 @@ def test_a_waiter_blocked_through_a_failover_is_told_not_left_hanging(
         assert holder.acquire()
         assert wait_until(_queued(client, "through"))
         Tasks.blocking(sentinel_group.failover)
+        # Kept through the failover, or lost: either way, not left to the watchdog.
+        with contextlib.suppress(redlease.LockError):
+            holder.release()
 
     def wait() -> None:
         assert wait_until(holder.locked)
@@ -107,12 +111,12 @@ def test_a_waiter_blocked_through_a_failover_is_told_not_left_hanging(
         try:
             outcome.append(waiter.acquire(timeout=60))
         except redlease.LockUnavailable as exc:
-            outcome.append(exc)
+            outcome.append(repr(exc))  # not the exception: its traceback would keep holder
         outcome.append(time.monotonic() - began)
 
     Tasks.gather(hold, wait)
     result, seconds = outcome
-    print(f"a waiter blocked through a failover: {result!r} after {seconds:.2f}s")
+    print(f"a waiter blocked through a failover: {result} after {seconds:.2f}s")
     assert result is not False
     assert isinstance(seconds, float) and seconds < 30  # far from its 60 s timeout
     fresh = redlease.Lock(client, "after-failover", ttl=10)
