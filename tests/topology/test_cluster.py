@@ -11,6 +11,7 @@ import redis.asyncio.cluster
 import redis.cluster
 
 from redlease.topology import SLOTS, RedisClusterServers, key_slot
+from redlease.topology._common import poll
 
 
 def _keys_per_master(cluster: RedisClusterServers, count: int) -> dict[int, list[str]]:
@@ -136,5 +137,10 @@ def test_graceful_failover_swaps_master_and_replica_without_losing_writes(
     cluster.failover_to(replica)
     topology_timings.append(f"cluster graceful CLUSTER FAILOVER: {time.monotonic() - began:.2f}s")
     assert cluster.master_of(key) is replica
-    assert cluster.replicas_of(replica) == [old]
+    # The old master's own view of its new role reaches the other nodes a gossip round later.
+    poll(
+        f"{old!r} to be seen as the replica of {replica!r}",
+        lambda: True if cluster.replicas_of(replica) == [old] else None,
+        10.0,
+    )
     assert cluster_client.get(key) == b"held"  # CLUSTER FAILOVER waits for the replica to catch up
