@@ -89,6 +89,7 @@ from _common import (
 LIBS: dict[str, str] = {
     "redlease": "redlease Lock",
     "redlease-async": "redlease.asyncio Lock",
+    "redlease-barging": "redlease Lock(fair=False)",
     "redis-py": "redis-py Lock (sleep=0.1)",
     "python-redis-lock": "python-redis-lock",
 }
@@ -108,6 +109,10 @@ def make_sync_lock(lib: str, client: Any, name: str, ttl: float) -> Any:
         import redlease
 
         return redlease.Lock(client, name, ttl=ttl)
+    if lib == "redlease-barging":
+        import redlease
+
+        return redlease.Lock(client, name, ttl=ttl, fair=False)
     if lib == "redis-py":
         return client.lock(name, timeout=ttl)
     if lib == "python-redis-lock":
@@ -127,7 +132,7 @@ def make_async_lock(lib: str, client: Any, name: str, ttl: float) -> Any:
 
 def lease_key(lib: str, name: str) -> str:
     """The Redis key whose PTTL is the holder's lease, per library."""
-    if lib in ("redlease", "redlease-async"):
+    if lib in ("redlease", "redlease-async", "redlease-barging"):
         return f"redlease:{{{name}}}:lock"
     if lib == "redis-py":
         return name
