@@ -247,9 +247,7 @@ class Hub:
                 self._claimed(waiter, result, ok, sent)
         _signal([w for w, _ in late])
 
-    def _claimed(
-        self, waiter: Waiter, result: Any, ok: bool | BaseException, sent: float
-    ) -> None:
+    def _claimed(self, waiter: Waiter, result: Any, ok: bool | BaseException, sent: float) -> None:
         """Apply a claim's outcome; a late grant goes to its waiter only when claimed."""
         grantee, grant = waiter.grantee, waiter.grant
         assert grantee is not None and grant is not None

@@ -344,7 +344,7 @@ class _Grantee:
         self._owner = owner
         self._token = token
         keys = lock._keys
-        self.claim = (CLAIM, [keys.lock, keys.queue], [token, lock._ttl_ms, lock._channels()])
+        self.claim = (CLAIM, [keys.lock], [token, lock._ttl_ms])
 
     def granted(self, fence: int, expires_at: float) -> Holding:
         lock = self._lock
