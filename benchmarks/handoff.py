@@ -835,6 +835,15 @@ def _print_against_peer(cfg: Config, contended: dict[str, Any]) -> None:
                     " client CPU/acq"
                     f" {base['client_cpu_us_per_acq'] / peer['client_cpu_us_per_acq']:.2f}x"
                 )
+        base = contended.get(f"redlease-barging/{n}", {})
+        peer = contended.get(f"redis-py/{n}", {})
+        if all(base.get(k) and peer.get(k) for k in ("acq_per_s", "longest_wait_ms")):
+            print(
+                f"   N={n}: {LIBS['redlease-barging']} / redis-py Lock:"
+                f" acq/s {base['acq_per_s'] / peer['acq_per_s']:.2f}x (target >= 1),"
+                f" longest wait {base['longest_wait_ms'] / peer['longest_wait_ms']:.2f}x"
+                " (target <= 0.1)"
+            )
 
 
 def _report_waiting(cfg: Config, data: dict[str, Any], failed: list[str]) -> None:

@@ -67,7 +67,7 @@ ACQUIRED, HELD, RESERVED = 1, 0, 2
 """Status codes of acquire.lua: taken / held by another (ms = its pttl) / reserved (ms left)."""
 FAIR, BARGING, RESERVING = b"G", b"B", b"R"
 """Hand-off modes of acquire.lua, release.lua and leave.lua (see above)."""
-BARGE_MS = 20
+BARGE_MS = 10
 """Barging mode: the longest a waiter at the head of the queue lets others take the lock
 before a release grants it the lock (ms). Short enough that nobody starves (16 processes on
 one lock: each waits at most ~16 of these), long enough that a process that releases and
