@@ -33,7 +33,7 @@ def all_scripts() -> dict[str, Script]:
 
 SCRIPTS = all_scripts()
 PINNED = {
-    "acquire": "9dca8316777b54955c52442c0f1cbb5906f28401",
+    "acquire": "d503a7ccaeb01d15013f8b3cf1a2bb29fe069161",
     "claim": "d217ad46fdc3e006d6da1ff4572f24dbe064c2d4",
     "election_watch": "4daad3923121bd8da4d2d955c798a8ba7de7fa88",
     "extend": "dbe2b8da203a13ef7a56cc3d32d11fb1f221f7ad",

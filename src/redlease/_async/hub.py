@@ -119,6 +119,12 @@ class AsyncHub:
             await waiter.event.wait(until - now)
             waiter.event.clear()
 
+    def clock(self, server_ms: int, now: float) -> None:
+        """A reply stamped by the server's clock, read at ``now``: it tells how late the
+        grants are read (see :class:`~redlease._core.waiters.ServerClock`)."""
+        with self._guard:
+            self._table.clock.sample(server_ms, now)
+
     def leave(self, waiter: Waiter) -> None:
         """Unregister a waiter (it got the lock, or gave up)."""
         with self._guard:

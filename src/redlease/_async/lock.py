@@ -147,6 +147,7 @@ class AsyncLock(AsyncHandle):
             handoff=handoff,
         )
         self._client = client
+        self._channel_prefix: bytes | None = None
 
     # -- state ------------------------------------------------------------------------------
     async def inspect(self) -> LockInfo:
@@ -192,6 +193,8 @@ class AsyncLock(AsyncHandle):
             reply = await self._attempt(token, join=join, deadline=deadline)
             if reply.acquired:
                 return Outcome(result=self._new_holding(owner, token, reply.value, sent))
+            if reply.server_ms is not None:
+                hub.clock(reply.server_ms, time.monotonic())
             refusal = (0, reply.status == HELD, reply.value)
             return Outcome(refusals=(refusal,), answered=(0,), queued=(0,) if join else ())
 
@@ -331,8 +334,12 @@ class AsyncLock(AsyncHandle):
         )
 
     def _channels(self) -> bytes:
-        """The prefix of the channels the scripts tell waiters on (see ``runtime.channels``)."""
-        return self._runtime().channels(self._keys.lock)
+        """The prefix of the channels the scripts tell waiters on (see ``runtime.channels``);
+        it depends only on the lock's name and the kind of client, so it is computed once."""
+        channels = self._channel_prefix
+        if channels is None:
+            channels = self._channel_prefix = self._runtime().channels(self._keys.lock)
+        return channels
 
 
 class _Grantee:

@@ -97,10 +97,12 @@ class LockKeys:
 
 @dataclass(frozen=True)
 class Reply:
-    """acquire.lua's reply: ``status`` and ``value`` (the fence when acquired, else ms)."""
+    """acquire.lua's reply: ``status`` and ``value`` (the fence when acquired, else ms); a
+    refusal also carries the server's time in ms (``server_ms``, else ``None``)."""
 
     status: int
     value: int
+    server_ms: int | None = None
 
     @property
     def acquired(self) -> bool:
@@ -116,7 +118,7 @@ def decode_acquire(raw: Any) -> Reply:
         raise ValueError(f"unexpected reply from acquire.lua: {raw!r}") from exc
     if status not in (ACQUIRED, HELD, RESERVED):
         raise ValueError(f"unexpected status from acquire.lua: {raw!r}")
-    return Reply(status, value)
+    return Reply(status, value, int(raw[2]) if len(raw) > 2 else None)
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,10 @@
 --                  ticket to every server so that all their queues agree. Default: server time
 -- ARGV[7] mode     optional: "G" fair, direct grants (Lock); "B" barging (Lock fair=False);
 --                  "R" (default) reservations (Redlock). See lock_lib.lua.
--- Returns {1, fence}  acquired; fence = the new fencing token (strictly increasing per name)
---         {0, pttl}   held by someone else; pttl = ms left on its lease (-1: it has no expiry)
---         {2, ms}     free, but reserved for the queue head for ms more (mode R)
+-- Returns {1, fence}       acquired; fence = the new fencing token (strictly increasing per name)
+--         {0, pttl, now}  held by someone else; pttl = ms left on its lease (-1: no expiry)
+--         {2, ms, now}    free, but reserved for the queue head for ms more (mode R)
+--         now = the server's time in ms
 local lock, fence, queue, handoff = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, lease, window, channels = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4]), ARGV[5]
 local join = ARGV[3] == '1'
@@ -30,7 +31,7 @@ local function refuse(status, ms)
     local keep = 3 * math.max(lease, ms) + 10 * window
     if redis.call('PTTL', queue) < keep then redis.call('PEXPIRE', queue, keep) end
   end
-  return {status, ms}
+  return {status, ms, now_ms()}  -- the server's clock: see ServerClock in _core/waiters.py
 end
 
 -- Tell the waiter after us that we took it, and for how long (it sleeps until then).
