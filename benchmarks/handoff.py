@@ -89,6 +89,7 @@ from _common import (
 LIBS: dict[str, str] = {
     "redlease": "redlease Lock",
     "redlease-async": "redlease.asyncio Lock",
+    "redlease-barging": "redlease Lock(fair=False)",
     "redis-py": "redis-py Lock (sleep=0.1)",
     "python-redis-lock": "python-redis-lock",
 }
@@ -108,6 +109,10 @@ def make_sync_lock(lib: str, client: Any, name: str, ttl: float) -> Any:
         import redlease
 
         return redlease.Lock(client, name, ttl=ttl)
+    if lib == "redlease-barging":
+        import redlease
+
+        return redlease.Lock(client, name, ttl=ttl, fair=False)
     if lib == "redis-py":
         return client.lock(name, timeout=ttl)
     if lib == "python-redis-lock":
@@ -127,7 +132,7 @@ def make_async_lock(lib: str, client: Any, name: str, ttl: float) -> Any:
 
 def lease_key(lib: str, name: str) -> str:
     """The Redis key whose PTTL is the holder's lease, per library."""
-    if lib in ("redlease", "redlease-async"):
+    if lib in ("redlease", "redlease-async", "redlease-barging"):
         return f"redlease:{{{name}}}:lock"
     if lib == "redis-py":
         return name
@@ -830,6 +835,15 @@ def _print_against_peer(cfg: Config, contended: dict[str, Any]) -> None:
                     " client CPU/acq"
                     f" {base['client_cpu_us_per_acq'] / peer['client_cpu_us_per_acq']:.2f}x"
                 )
+        base = contended.get(f"redlease-barging/{n}", {})
+        peer = contended.get(f"redis-py/{n}", {})
+        if all(base.get(k) and peer.get(k) for k in ("acq_per_s", "longest_wait_ms")):
+            print(
+                f"   N={n}: {LIBS['redlease-barging']} / redis-py Lock:"
+                f" acq/s {base['acq_per_s'] / peer['acq_per_s']:.2f}x (target >= 1),"
+                f" longest wait {base['longest_wait_ms'] / peer['longest_wait_ms']:.2f}x"
+                " (target <= 0.1)"
+            )
 
 
 def _report_waiting(cfg: Config, data: dict[str, Any], failed: list[str]) -> None:

@@ -33,7 +33,7 @@ def count_with_get_set(urls: list[str], mode: str, locked: bool, start: Any) -> 
     clients = [redis.Redis.from_url(u) for u in urls]
     client = clients[0]
     lock: Any = (
-        redlease.Lock(client, "counter", ttl=5.0)
+        redlease.Lock(client, "counter", ttl=5.0, fair=mode != "barging")
         if len(urls) == 1
         else redlease.Redlock(clients, "counter", ttl=5.0, server_timeout=0.5)
     )
@@ -89,7 +89,7 @@ def run_counter(servers: list[RedisServer], mode: str, locked: bool) -> int:
     return int(client.get("counter") or 0)
 
 
-@pytest.mark.parametrize("mode", ["sync", "asyncio"])
+@pytest.mark.parametrize("mode", ["sync", "asyncio", "barging"])
 def test_lock_makes_read_modify_write_exact(server: RedisServer, mode: str) -> None:
     assert run_counter([server], mode, locked=True) == WORKERS * INCREMENTS
 

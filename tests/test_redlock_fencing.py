@@ -124,4 +124,3 @@ def test_the_naive_fence_fails_where_redlock_does_not(redlock_servers: list[Redi
         with s.client() as c:
             c.flushall()
     assert strictly_increasing(redlock_fences(COUNTEREXAMPLE, redlock_servers))
-

@@ -20,7 +20,14 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from .._core.lease import process_id
-from .._core.waiters import Action, Waiter, WaiterTable, waiters_channel
+from .._core.waiters import (
+    Action,
+    Grantee,
+    Waiter,
+    WaiterTable,
+    decode_claim,
+    waiters_channel,
+)
 from .._logging import record
 from .._synchronization import AsyncBackground, AsyncEvent
 from .client import AsyncBackend
@@ -59,13 +66,16 @@ class AsyncHub:
         """Whether the subscription is confirmed (then a waiter may queue at once)."""
         return self._table.confirmed
 
-    def join(self, token: bytes, event: AsyncEvent | None = None) -> Waiter:
+    def join(
+        self, token: bytes, event: AsyncEvent | None = None, grantee: Grantee | None = None
+    ) -> Waiter:
         """Register a waiter (call :meth:`ensure` before relying on wake-ups).
 
         ``event`` is what wakes it; a Redlock waiter shares one event among its servers' hubs.
+        ``grantee``: a release may grant it the lock directly (see :class:`Grantee`).
         """
         with self._guard:
-            return self._table.add(token, event or AsyncEvent())
+            return self._table.add(token, event or AsyncEvent(), grantee)
 
     async def ensure(
         self, waiter: Waiter, deadline: float | None, confirm: float | None = None
@@ -108,6 +118,12 @@ class AsyncHub:
             until = limit if deadline is None else min(limit, deadline)
             await waiter.event.wait(until - now)
             waiter.event.clear()
+
+    def clock(self, server_ms: int, now: float) -> None:
+        """A reply stamped by the server's clock, read at ``now``: it tells how late the
+        grants are read (see :class:`~redlease._core.waiters.ServerClock`)."""
+        with self._guard:
+            self._table.clock.sample(server_ms, now)
 
     def leave(self, waiter: Waiter) -> None:
         """Unregister a waiter (it got the lock, or gave up)."""
@@ -170,10 +186,12 @@ class AsyncHub:
                     return
                 now = time.monotonic()
                 woken = []
+                granted: list[Waiter] = []
                 if message is not None:
                     kind = _text(message["type"])
                     if kind == "message":
                         woken = self._table.on_message(_bytes(message["data"]), now)
+                        granted = [w for w in woken if w.grant is not None and w.grantee]
                     elif kind == "subscribe":
                         self._table.confirmed = True
                         woken = self._table.waiters()  # those in ensure() may go on
@@ -184,7 +202,10 @@ class AsyncHub:
                     self._table.confirmed = False
                     self._pubsub = None
                     self._reader = None
-            _signal(woken)
+            if granted:
+                await self._claim(granted, woken)
+            else:
+                _signal(woken)
             for waiter in lapsed:
                 record(
                     logging.INFO,
@@ -197,6 +218,54 @@ class AsyncHub:
             if done:
                 await _close(pubsub)
                 return
+
+    async def _claim(self, granted: list[Waiter], woken: list[Waiter]) -> None:
+        """Send the claims of the waiters granted the lock, wake the woken waiters, then read
+        the claims' replies: a fresh grant's waiter returns from ``acquire()`` meanwhile. A
+        grant read late is handed to its waiter only if its claim says the lock is still its
+        (else the waiter tries again, as after any wake-up)."""
+        claims: list[tuple[Waiter, Any, Any, float]] = []
+        late: list[tuple[Waiter, Any]] = []
+        for waiter in granted:
+            grantee, grant = waiter.grantee, waiter.grant
+            assert grantee is not None and grant is not None
+            result = grantee.granted(grant[0], grant[1])
+            if grant[2]:
+                with self._guard:
+                    waiter.result = result
+            else:
+                late.append((waiter, result))
+            sent = time.monotonic()
+            try:
+                claims.append((waiter, result, await self._backend.send(*grantee.claim), sent))
+            except RedisError as exc:  # it holds the grant's short lease: its renewer goes on
+                self._claimed(waiter, result, exc, sent)
+        _signal([w for w in woken if all(w is not x for x, _ in late)])
+        for waiter, result, pending, sent in claims:
+            try:
+                ok, server_ms = decode_claim(await self._backend.receive(pending, None))
+            except (RedisError, ValueError) as exc:
+                self._claimed(waiter, result, exc, sent)
+            else:
+                with self._guard:
+                    self._table.clock.sample(server_ms, time.monotonic())
+                self._claimed(waiter, result, ok, sent)
+        _signal([w for w, _ in late])
+
+    def _claimed(self, waiter: Waiter, result: Any, ok: bool | BaseException, sent: float) -> None:
+        """Apply a claim's outcome; a late grant goes to its waiter only when claimed."""
+        grantee, grant = waiter.grantee, waiter.grant
+        assert grantee is not None and grant is not None
+        if not grant[2]:
+            with self._guard:
+                keep = ok is True and self._table.registered(waiter)
+                if keep:
+                    waiter.result = result
+                waiter.grant = None
+            if not keep:
+                grantee.abandon(result)
+                return
+        grantee.claimed(result, ok, sent)
 
 
 def _signal(waiters: list[Waiter]) -> None:

@@ -9,12 +9,17 @@ from typing import Any
 import redis.asyncio
 from redis.exceptions import ConnectionError, RedisError, TimeoutError
 
+from .. import _observe
 from .._core import validate
 from .._core.bounds import budget
 from .._core.lease import Holding, new_token
 from .._core.lock import (
     ACQUIRE,
+    BARGE_MS,
+    BARGING,
+    CLAIM,
     EXTEND,
+    FAIR,
     HELD,
     INSPECT,
     LEAVE,
@@ -27,7 +32,7 @@ from .._core.lock import (
 from .._core.replicas import decode_ack, wait_command
 from .._core.scripts import Script
 from .._core.waiters import Outcome
-from .._synchronization import AsyncShield
+from .._synchronization import AsyncBackground, AsyncShield
 from ..errors import LockUnavailable, ReplicasUnavailable
 from .client import check_client
 from .handle import AsyncHandle
@@ -51,8 +56,11 @@ class AsyncLock(AsyncHandle):
     * ``fence`` strictly increases over the successive holders of a name, also after a lease
       ran out and someone else took it. Pass it to your storage and reject older ones: that
       keeps a paused or partitioned ex-holder from corrupting data;
-    * waiters are served in the order they queued (across processes), woken by pub/sub when
-      the lock is released, and retry when the lease they were told about runs out;
+    * waiters are served in the order they queued (across processes): a release hands the
+      lock to the first waiter directly, in the message that wakes it (no further round trip
+      before its ``acquire()`` returns); waiters retry when the lease they were told about
+      runs out, so a lost message costs at most a lease. ``fair=False`` trades the order for
+      throughput (see its parameter);
     * a holder learns it lost the lock: ``on_lost`` is called from the watchdog, and
       ``release()`` raises :class:`~redlease.LockLost`;
     * a Redis failure raises :class:`~redlease.LockUnavailable` (never ``False``).
@@ -78,7 +86,8 @@ class AsyncLock(AsyncHandle):
         prefix: str = "redlease",
         renew: bool = True,
         on_lost: Callable[[], object] | None = None,
-        handoff: float = 0.05,
+        handoff: float = 0.25,
+        fair: bool = True,
         wait_replicas: int = 0,
         wait_timeout: float = 1.0,
         wait_aof: bool = False,
@@ -93,8 +102,16 @@ class AsyncLock(AsyncHandle):
         :param prefix: the key prefix (no white space or braces).
         :param renew: renew the lease while held (the watchdog); ``False``: it ends after ttl.
         :param on_lost: called (from the watchdog) when a renewal finds the lock gone.
-        :param handoff: seconds a released lock stays reserved for the next queued waiter
-            before it is skipped as dead.
+        :param handoff: seconds the next queued waiter has to claim the lock a release granted
+            it (it holds the lock on a lease this short until its claim lands, which takes
+            one round trip after it hears of it); a waiter that does not is skipped. A waiter
+            whose process has died is skipped at once: its subscription is gone.
+        :param fair: ``True`` (default): waiters get the lock in the order they queued. ``False``
+            (barging, Redisson's default): a release frees the lock and wakes the first
+            waiter, and whoever comes first takes it, so a process that releases and
+            re-acquires at once mostly keeps it: more acquisitions per second, less order. A
+            waiter that has been first in line for 10 ms is then granted it at the next
+            release, so nobody starves. Use the same ``fair`` for every handle of one name.
         :param wait_replicas: after taking the lock, wait until this many replicas
             acknowledged it (``WAIT``, on the connection that ran the acquire script); if fewer
             do within ``wait_timeout``, release it and raise
@@ -106,6 +123,10 @@ class AsyncLock(AsyncHandle):
             and ``wait_replicas`` replicas must have fsynced the lock to their AOF.
         """
         check_client(client)
+        if not isinstance(fair, bool):
+            raise TypeError(f"fair must be a bool, got {type(fair).__name__}")
+        self.fair = fair
+        self._mode = FAIR if fair else BARGING
         self.wait_replicas = validate.replicas(wait_replicas)
         self.wait_timeout = validate.window_ms(wait_timeout, "wait_timeout") / 1000
         if not isinstance(wait_aof, bool):
@@ -126,6 +147,7 @@ class AsyncLock(AsyncHandle):
             handoff=handoff,
         )
         self._client = client
+        self._channel_prefix: bytes | None = None
 
     # -- state ------------------------------------------------------------------------------
     async def inspect(self) -> LockInfo:
@@ -171,6 +193,8 @@ class AsyncLock(AsyncHandle):
             reply = await self._attempt(token, join=join, deadline=deadline)
             if reply.acquired:
                 return Outcome(result=self._new_holding(owner, token, reply.value, sent))
+            if reply.server_ms is not None:
+                hub.clock(reply.server_ms, time.monotonic())
             refusal = (0, reply.status == HELD, reply.value)
             return Outcome(refusals=(refusal,), answered=(0,), queued=(0,) if join else ())
 
@@ -180,6 +204,8 @@ class AsyncLock(AsyncHandle):
             except RedisError as exc:
                 raise self._unavailable("leave the queue of", exc) from exc
 
+        # With wait_replicas, a granted waiter claims in its own attempt, followed by WAIT.
+        grantee = None if self._wait is not None else _Grantee(self, owner, token)
         holding: Holding | None = await wait_turn(
             [hub],
             token,
@@ -189,6 +215,7 @@ class AsyncLock(AsyncHandle):
             socket_timeout=runtime.backend.socket_timeout,
             fallback=self.ttl,
             listen_error=self._listen_error,
+            grantee=grantee,
         )
         return holding
 
@@ -203,7 +230,7 @@ class AsyncLock(AsyncHandle):
         keys = self._keys
         call = (
             [keys.lock, keys.fence, keys.queue, keys.handoff],
-            [token, self._ttl_ms, int(join), self._window_ms, self._channels()],
+            [token, self._ttl_ms, int(join), self._window_ms, self._channels(), b"", self._mode],
         )
         acked: Any = None
         try:
@@ -301,11 +328,50 @@ class AsyncLock(AsyncHandle):
     def _queue_args(self, token: bytes) -> tuple[list[bytes], list[Any]]:
         """KEYS and ARGV of release.lua and leave.lua, which share their contract."""
         keys = self._keys
-        return [keys.lock, keys.queue, keys.handoff], [token, self._window_ms, self._channels()]
+        return (
+            [keys.lock, keys.queue, keys.handoff, keys.fence],
+            [token, self._window_ms, self._channels(), self._mode, BARGE_MS],
+        )
 
     def _channels(self) -> bytes:
-        """The prefix of the channels the scripts tell waiters on (see ``runtime.channels``)."""
-        return self._runtime().channels(self._keys.lock)
+        """The prefix of the channels the scripts tell waiters on (see ``runtime.channels``);
+        it depends only on the lock's name and the kind of client, so it is computed once."""
+        channels = self._channel_prefix
+        if channels is None:
+            channels = self._channel_prefix = self._runtime().channels(self._keys.lock)
+        return channels
+
+
+class _Grantee:
+    """How the hub completes an acquire that a release granted (see ``waiters.Grantee``)."""
+
+    def __init__(self, lock: AsyncLock, owner: Hashable, token: bytes) -> None:
+        self._lock = lock
+        self._owner = owner
+        self._token = token
+        keys = lock._keys
+        self.claim = (CLAIM, [keys.lock], [token, lock._ttl_ms])
+
+    def granted(self, fence: int, expires_at: float) -> Holding:
+        lock = self._lock
+        return lock._holding_for(
+            self._owner, self._token, fence, expires_at, lock._runtime().renewal, RENEW
+        )
+
+    def claimed(self, holding: Holding, ok: bool | BaseException, sent_at: float) -> None:
+        if ok is True:
+            if holding.active:
+                holding.extended(sent_at, holding.ttl_ms)
+        elif ok is False:  # the grant's short lease ran out before the claim landed
+            if holding.active:
+                _observe.lost(holding, "claim")
+            callback = holding.mark_lost()
+            if callback is not None:
+                AsyncBackground.call(callback)
+        # A failed call: the holding keeps the grant's short lease; the watchdog finds out.
+
+    def abandon(self, holding: Holding) -> None:
+        holding.released = True
 
 
 class AsyncRLock(AsyncLock):

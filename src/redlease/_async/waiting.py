@@ -23,7 +23,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from .._core.bounds import budget
-from .._core.waiters import Action, Outcome, Waiter, next_step
+from .._core.waiters import Action, Grantee, Outcome, Waiter, next_step
 from .._synchronization import AsyncEvent, AsyncShield
 from .hub import AsyncHub
 
@@ -47,6 +47,7 @@ async def wait_turn(
     confirm: float | None = None,
     backoff: float = 0.0,
     listen_error: Callable[[int, RedisError], None] | None = None,
+    grantee: Grantee | None = None,
 ) -> Any:
     """Try until an attempt succeeds (its ``result``) or ``deadline`` passes (``None``).
 
@@ -59,6 +60,9 @@ async def wait_turn(
     :param backoff: after a split vote, a random pause of up to this many seconds.
     :param listen_error: called when subscribing to server ``i`` fails; it may raise (one
         server: the wait cannot work) or not (N servers: one fewer voice). Default: raise.
+    :param grantee: one server only: a release may grant the lock to this waiter directly;
+        then the hub builds the result through ``grantee`` and the wait returns it with no
+        further round trip (see :class:`~redlease._core.waiters.Grantee`).
     """
     n = len(hubs)
     outcome: Outcome | None = None
@@ -73,29 +77,42 @@ async def wait_turn(
     joined = False
     queued: tuple[int, ...] = ()
     gave_up = False
+    result: Any = None
     try:
         if outcome is None:
             # Every hub listens already: register, then queue on the first try. Registered,
             # the waiter keeps its hub from going idle, so its turn cannot go unheard.
-            waiters = [hub.join(token, event) for hub in hubs]
+            waiters = [hub.join(token, event, grantee) for hub in hubs]
             joined = all(h.subscribed for h in hubs)
             queued = tuple(range(n)) if joined else ()
             outcome = await attempt(joined)
             queued = outcome.queued if joined else ()
         while outcome.result is None:
+            result = _granted(waiters)
+            if result is not None:
+                queued = ()  # a release granted it: it left the queue then
+                return result
             if deadline is not None and time.monotonic() >= deadline:
                 gave_up = True
                 return None
             if not waiters:
-                waiters = [hub.join(token, event) for hub in hubs]
+                waiters = [hub.join(token, event, grantee) for hub in hubs]
             if joined:
                 if outcome.split:  # let the other side of a split vote go first, at random
                     await event.wait(random.uniform(0, backoff))
                 for i, held, ms in outcome.refusals:
                     hubs[i].refused(waiters[i], held, ms)
                 if not await _sleep(hubs, waiters, event, deadline, fallback):
+                    result = _granted(waiters)  # granted at the last moment: it is ours
+                    if result is not None:
+                        queued = ()
+                        return result
                     gave_up = True
                     return None
+                result = _granted(waiters)
+                if result is not None:
+                    queued = ()
+                    return result
             for i in outcome.answered:  # listen where the servers answer
                 if not hubs[i].subscribed:
                     try:
@@ -111,6 +128,8 @@ async def wait_turn(
     finally:
         for hub, waiter in zip(hubs, waiters, strict=False):
             hub.leave(waiter)
+            if grantee is not None and waiter.result is not None and waiter.result is not result:
+                grantee.abandon(waiter.result)  # the same acquisition, returned another way
         if queued:  # leave the queues too, and pass on a turn we were given
             servers = list(queued)
             left = budget(deadline, socket_timeout, time.monotonic())
@@ -118,6 +137,14 @@ async def wait_turn(
                 await leave(servers, left)
             else:
                 await AsyncShield.cleanup(lambda timeout: leave(servers, timeout), left)
+
+
+def _granted(waiters: list[Waiter]) -> Any:
+    """What a grant made for one of ``waiters`` (``None``: no grant came)."""
+    for waiter in waiters:
+        if waiter.result is not None:
+            return waiter.result
+    return None
 
 
 async def _sleep(

@@ -8,9 +8,16 @@ Four keys per lock name, all in one Redis Cluster slot (see :mod:`redlease._core
     <prefix>:{<name>}:handoff    STRING  reservation of the free lock for the queue head
 
 The scripts (``lua/*.lua``, contracts in their headers) are one per transition: acquire,
-release, leave (a waiter gives up), extend, renew (the watchdog's batch), inspect, and fence
-(Redlock writes a merged fence back). :class:`~redlease.Lock` and :class:`~redlease.Redlock`
-share all of them.
+release, leave (a waiter gives up), claim (a waiter granted the lock takes up its lease),
+extend, renew (the watchdog's batch), inspect, and fence (Redlock writes a merged fence back).
+:class:`~redlease.Lock` and :class:`~redlease.Redlock` share them; the hand-off ``mode`` says
+how a release passes the lock on (``lua/lock_lib.lua``):
+
+* :data:`FAIR` (``Lock``): the release grants it to the queue head directly;
+* :data:`BARGING` (``Lock(fair=False)``): the release frees it and wakes the head, and anyone
+  may take it; a head kept waiting :data:`BARGE_MS` is granted it at the next release;
+* :data:`RESERVING` (``Redlock``): the release reserves it for the head, which takes it (N
+  servers must agree on one holder, so no server may grant it on its own).
 """
 
 from __future__ import annotations
@@ -25,7 +32,11 @@ from .scripts import load
 __all__ = [
     "ACQUIRE",
     "ACQUIRED",
+    "BARGE_MS",
+    "BARGING",
+    "CLAIM",
     "EXTEND",
+    "FAIR",
     "FENCE",
     "FOREIGN",
     "HELD",
@@ -34,6 +45,7 @@ __all__ = [
     "RELEASE",
     "RENEW",
     "RESERVED",
+    "RESERVING",
     "LockInfo",
     "LockKeys",
     "Reply",
@@ -45,6 +57,7 @@ _LOCK_LIB = ("lock_lib",)
 ACQUIRE = load("acquire", prelude=_LOCK_LIB)
 RELEASE = load("release", prelude=_LOCK_LIB)
 LEAVE = load("leave", prelude=_LOCK_LIB)
+CLAIM = load("claim", prelude=_LOCK_LIB)
 EXTEND = load("extend")
 RENEW = load("renew")
 INSPECT = load("inspect")
@@ -52,6 +65,13 @@ FENCE = load("fence")
 
 ACQUIRED, HELD, RESERVED = 1, 0, 2
 """Status codes of acquire.lua: taken / held by another (ms = its pttl) / reserved (ms left)."""
+FAIR, BARGING, RESERVING = b"G", b"B", b"R"
+"""Hand-off modes of acquire.lua, release.lua and leave.lua (see above)."""
+BARGE_MS = 10
+"""Barging mode: the longest a waiter at the head of the queue lets others take the lock
+before a release grants it the lock (ms). Short enough that nobody starves (16 processes on
+one lock: each waits at most ~16 of these), long enough that a process that releases and
+re-takes the lock at once mostly keeps it (that is where the throughput comes from)."""
 FOREIGN = -3
 """inspect.lua's status for a key holding data redlease did not write."""
 
@@ -77,10 +97,12 @@ class LockKeys:
 
 @dataclass(frozen=True)
 class Reply:
-    """acquire.lua's reply: ``status`` and ``value`` (the fence when acquired, else ms)."""
+    """acquire.lua's reply: ``status`` and ``value`` (the fence when acquired, else ms); a
+    refusal also carries the server's time in ms (``server_ms``, else ``None``)."""
 
     status: int
     value: int
+    server_ms: int | None = None
 
     @property
     def acquired(self) -> bool:
@@ -96,7 +118,7 @@ def decode_acquire(raw: Any) -> Reply:
         raise ValueError(f"unexpected reply from acquire.lua: {raw!r}") from exc
     if status not in (ACQUIRED, HELD, RESERVED):
         raise ValueError(f"unexpected status from acquire.lua: {raw!r}")
-    return Reply(status, value)
+    return Reply(status, value, int(raw[2]) if len(raw) > 2 else None)
 
 
 @dataclass(frozen=True)

@@ -4,28 +4,54 @@ Every process has one pub/sub channel of its own, ``redlease:waiters:<process id
 token it creates starts with that id (``<process id>.<random>``). The lock scripts read the id
 off a queued token and tell exactly that process what concerns it (``lua/lock_lib.lua``):
 
-========================  =========================================================
-``H<token> <window ms>``  the lock is free and reserved for ``token``: take it now
-``N<token> <window ms>``  the waiter ahead of ``token`` has ``window ms`` to take it;
-                          if it has not by then, try (the script skips a dead head)
-``T<token> <lease ms>``   the waiter ahead took it: the lease ends in ``lease ms``
-========================  =========================================================
+==============================  ===================================================
+``G<token> <fence> <ms> <now>`` the lock was *granted* to ``token`` (a fair Lock's
+                                release hands it over directly): it holds it, with
+                                ``fence``, on a lease of ``ms`` until it claims it;
+                                ``now``: the server's clock (ms), to tell a fresh grant
+                                from one read late (see :class:`ServerClock`)
+``H<token> <window ms>``        the lock is free and reserved for ``token``: take it now
+``F<token> <ms>``               the lock is free (barging mode): try now, and again in
+                                ``ms`` (a release then grants it, if others took it)
+``N<token> <window ms>``        the waiter ahead of ``token`` has ``window ms`` to take
+                                or claim it; if it has not by then, try (the script
+                                skips a dead head)
+``T<token> <lease ms>``         the waiter ahead took it: the lease ends in ``lease ms``
+==============================  ===================================================
 
 So a hand-off wakes one thread in the next holder's process and touches one other process;
-nobody else hears of it. The hub (one per client and process) subscribes once, whatever the
-number of locks waited on, and feeds each message into a :class:`WaiterTable`, which says whom
-to wake. A waiter asks :meth:`WaiterTable.plan` what to do: try now, give up, or sleep. A lost
-message costs at most the remaining lease, never a hang: every waiter also retries when the
-lease it was last told about runs out.
+nobody else hears of it. A grant (``G``) needs no further round trip before ``acquire()``
+returns: the hub that reads it builds the result through the waiter's :class:`Grantee`, sends
+the claim (the grantee's own lease) and wakes the waiter, then reads the claim's reply. A
+grant read late (the process was paused, or the message queued behind others) could have run
+out already: then the waiter is woken only once the claim's reply says the lock is still its.
+
+The hub (one per client and process) subscribes once, whatever the number of locks waited on,
+and feeds each message into a :class:`WaiterTable`, which says whom to wake. A waiter asks
+:meth:`WaiterTable.plan` what to do: try now, give up, or sleep. A lost message costs at most
+the remaining lease, never a hang: every waiter also retries when the lease it was last told
+about runs out.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["WAITERS", "Action", "Outcome", "Waiter", "WaiterTable", "next_step", "waiters_channel"]
+__all__ = [
+    "WAITERS",
+    "Action",
+    "Grantee",
+    "Outcome",
+    "ServerClock",
+    "Waiter",
+    "WaiterTable",
+    "decode_claim",
+    "next_step",
+    "waiters_channel",
+]
 
 WAITERS = b"redlease:waiters:"
 """The prefix of every process' waiters channel; the scripts append the process id."""
@@ -68,6 +94,25 @@ class Outcome:
     split: bool = False
 
 
+class Grantee(Protocol):
+    """What a waiter that a release may grant the lock to (``G``) tells its hub.
+
+    ``claim`` is the call (script, keys, args) that takes up the grantee's own lease;
+    ``granted(fence, expires_at)`` builds what ``acquire()`` returns (``expires_at``: local
+    monotonic end of the grant's short lease); ``claimed(result, ok, sent_at)`` applies the
+    claim's outcome (``ok``: True claimed, False lost, or the error of a call that failed);
+    ``abandon(result)`` drops a result the acquire did not return after all.
+    """
+
+    claim: tuple[Any, list[bytes], list[Any]]
+
+    def granted(self, fence: int, expires_at: float) -> Any: ...  # pragma: no cover
+
+    def claimed(self, result: Any, ok: bool | BaseException, sent_at: float) -> None: ...
+
+    def abandon(self, result: Any) -> None: ...  # pragma: no cover
+
+
 @dataclass(eq=False)
 class Waiter:
     """One blocked acquire. ``event`` is the shell's Event; the table never touches it."""
@@ -77,6 +122,50 @@ class Waiter:
     woken: bool = False
     retry_at: float | None = None  # the lease we were told about runs out
     check_at: float | None = None  # the reservation of the waiter ahead of us lapses
+    grantee: Grantee | None = None  # it may be granted the lock directly (a fair Lock)
+    # (fence, local end of its short lease, fresh): claim it; if not fresh, wake it after
+    grant: tuple[int, float, bool] | None = None
+    result: Any = None  # what the grant made: acquire() returns it
+
+
+class ServerClock:
+    """How late a message from the server is read, from the server's clock in it.
+
+    For a message the server stamped ``server_ms`` and this process read at ``now``
+    (monotonic), ``now - server_ms`` is the clocks' offset plus the message's delay. The least
+    such difference seen over the last ``horizon`` seconds (messages and claim replies) is the
+    offset plus the shortest delay; a message's lateness is its difference minus that least
+    one. Clock drift only makes messages look later (a slower server clock), which is safe,
+    and the horizon forgets old samples. ``late()`` is ``None`` until a first sample.
+    """
+
+    def __init__(self, horizon: float = 30.0) -> None:
+        self._horizon = horizon
+        self._samples: deque[tuple[float, float]] = deque()  # (when, difference), increasing
+
+    def sample(self, server_ms: int, now: float) -> None:
+        """Record a message or reply stamped ``server_ms`` by the server, read at ``now``."""
+        difference = now - server_ms / 1000
+        samples = self._samples
+        while samples and samples[-1][1] >= difference:
+            samples.pop()
+        samples.append((now, difference))
+        while samples[0][0] < now - self._horizon:
+            samples.popleft()
+
+    def late(self, server_ms: int, now: float) -> float | None:
+        """Seconds the message stamped ``server_ms`` was late when read at ``now``."""
+        if not self._samples:
+            return None
+        return max(0.0, now - server_ms / 1000 - self._samples[0][1])
+
+
+def decode_claim(raw: Any) -> tuple[bool, int]:
+    """A claim script's reply ``{claimed, server ms}``."""
+    try:
+        return bool(int(raw[0])), int(raw[1])
+    except (TypeError, ValueError, IndexError) as exc:
+        raise ValueError(f"unexpected reply from a claim script: {raw!r}") from exc
 
 
 class WaiterTable:
@@ -84,12 +173,13 @@ class WaiterTable:
 
     def __init__(self) -> None:
         self._waiters: dict[bytes, Waiter] = {}
+        self.clock = ServerClock()
         self.confirmed = False  # the hub's subscription is known to be active
         self.idle_since: float | None = 0.0
 
-    def add(self, token: bytes, event: Any) -> Waiter:
-        """Register a waiter."""
-        waiter = self._waiters[token] = Waiter(token, event)
+    def add(self, token: bytes, event: Any, grantee: Grantee | None = None) -> Waiter:
+        """Register a waiter (``grantee``: it may be granted the lock directly)."""
+        waiter = self._waiters[token] = Waiter(token, event, grantee=grantee)
         self.idle_since = None
         return waiter
 
@@ -97,6 +187,10 @@ class WaiterTable:
         """Unregister a waiter (its turn, if any, is passed on by leave.lua in Redis)."""
         if self._waiters.pop(waiter.token, None) is not None and not self._waiters:
             self.idle_since = now
+
+    def registered(self, waiter: Waiter) -> bool:
+        """Whether ``waiter`` is still waiting here."""
+        return self._waiters.get(waiter.token) is waiter
 
     def waiters(self) -> list[Waiter]:
         """Every registered waiter."""
@@ -114,9 +208,25 @@ class WaiterTable:
         waiter = self._waiters.get(token)
         if waiter is None:
             return []
+        if kind == b"G":
+            waiter.woken, waiter.check_at = True, None
+            try:
+                fence, lease_ms, server_ms = (int(x) for x in ms.split(b" "))
+            except ValueError:
+                return [waiter]  # not ours to read: try, which claims it if it is ours
+            late = self.clock.late(server_ms, now)
+            self.clock.sample(server_ms, now)
+            if waiter.grantee is not None and waiter.result is None:
+                # Fresh: read within half its short lease, so the claim lands in time.
+                fresh = late is not None and late < lease_ms / 2000
+                waiter.grant = (fence, now + lease_ms / 1000 - SLACK, fresh)
+            return [waiter]
         seconds = _seconds(ms)
         if kind == b"H":
             waiter.woken, waiter.check_at = True, None
+            return [waiter]
+        if kind == b"F":
+            waiter.woken, waiter.check_at = True, now + seconds + SLACK
             return [waiter]
         if kind == b"N":
             waiter.check_at = now + seconds + SLACK

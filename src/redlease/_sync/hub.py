@@ -21,7 +21,14 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from .._core.lease import process_id
-from .._core.waiters import Action, Waiter, WaiterTable, waiters_channel
+from .._core.waiters import (
+    Action,
+    Grantee,
+    Waiter,
+    WaiterTable,
+    decode_claim,
+    waiters_channel,
+)
 from .._logging import record
 from .._synchronization import Background, Event
 from .client import Backend
@@ -60,13 +67,16 @@ class Hub:
         """Whether the subscription is confirmed (then a waiter may queue at once)."""
         return self._table.confirmed
 
-    def join(self, token: bytes, event: Event | None = None) -> Waiter:
+    def join(
+        self, token: bytes, event: Event | None = None, grantee: Grantee | None = None
+    ) -> Waiter:
         """Register a waiter (call :meth:`ensure` before relying on wake-ups).
 
         ``event`` is what wakes it; a Redlock waiter shares one event among its servers' hubs.
+        ``grantee``: a release may grant it the lock directly (see :class:`Grantee`).
         """
         with self._guard:
-            return self._table.add(token, event or Event())
+            return self._table.add(token, event or Event(), grantee)
 
     def ensure(
         self, waiter: Waiter, deadline: float | None, confirm: float | None = None
@@ -109,6 +119,12 @@ class Hub:
             until = limit if deadline is None else min(limit, deadline)
             waiter.event.wait(until - now)
             waiter.event.clear()
+
+    def clock(self, server_ms: int, now: float) -> None:
+        """A reply stamped by the server's clock, read at ``now``: it tells how late the
+        grants are read (see :class:`~redlease._core.waiters.ServerClock`)."""
+        with self._guard:
+            self._table.clock.sample(server_ms, now)
 
     def leave(self, waiter: Waiter) -> None:
         """Unregister a waiter (it got the lock, or gave up)."""
@@ -171,10 +187,12 @@ class Hub:
                     return
                 now = time.monotonic()
                 woken = []
+                granted: list[Waiter] = []
                 if message is not None:
                     kind = _text(message["type"])
                     if kind == "message":
                         woken = self._table.on_message(_bytes(message["data"]), now)
+                        granted = [w for w in woken if w.grant is not None and w.grantee]
                     elif kind == "subscribe":
                         self._table.confirmed = True
                         woken = self._table.waiters()  # those in ensure() may go on
@@ -185,7 +203,10 @@ class Hub:
                     self._table.confirmed = False
                     self._pubsub = None
                     self._reader = None
-            _signal(woken)
+            if granted:
+                self._claim(granted, woken)
+            else:
+                _signal(woken)
             for waiter in lapsed:
                 record(
                     logging.INFO,
@@ -198,6 +219,54 @@ class Hub:
             if done:
                 _close(pubsub)
                 return
+
+    def _claim(self, granted: list[Waiter], woken: list[Waiter]) -> None:
+        """Send the claims of the waiters granted the lock, wake the woken waiters, then read
+        the claims' replies: a fresh grant's waiter returns from ``acquire()`` meanwhile. A
+        grant read late is handed to its waiter only if its claim says the lock is still its
+        (else the waiter tries again, as after any wake-up)."""
+        claims: list[tuple[Waiter, Any, Any, float]] = []
+        late: list[tuple[Waiter, Any]] = []
+        for waiter in granted:
+            grantee, grant = waiter.grantee, waiter.grant
+            assert grantee is not None and grant is not None
+            result = grantee.granted(grant[0], grant[1])
+            if grant[2]:
+                with self._guard:
+                    waiter.result = result
+            else:
+                late.append((waiter, result))
+            sent = time.monotonic()
+            try:
+                claims.append((waiter, result, self._backend.send(*grantee.claim), sent))
+            except RedisError as exc:  # it holds the grant's short lease: its renewer goes on
+                self._claimed(waiter, result, exc, sent)
+        _signal([w for w in woken if all(w is not x for x, _ in late)])
+        for waiter, result, pending, sent in claims:
+            try:
+                ok, server_ms = decode_claim(self._backend.receive(pending, None))
+            except (RedisError, ValueError) as exc:
+                self._claimed(waiter, result, exc, sent)
+            else:
+                with self._guard:
+                    self._table.clock.sample(server_ms, time.monotonic())
+                self._claimed(waiter, result, ok, sent)
+        _signal([w for w, _ in late])
+
+    def _claimed(self, waiter: Waiter, result: Any, ok: bool | BaseException, sent: float) -> None:
+        """Apply a claim's outcome; a late grant goes to its waiter only when claimed."""
+        grantee, grant = waiter.grantee, waiter.grant
+        assert grantee is not None and grant is not None
+        if not grant[2]:
+            with self._guard:
+                keep = ok is True and self._table.registered(waiter)
+                if keep:
+                    waiter.result = result
+                waiter.grant = None
+            if not keep:
+                grantee.abandon(result)
+                return
+        grantee.claimed(result, ok, sent)
 
 
 def _signal(waiters: list[Waiter]) -> None:

@@ -3,21 +3,26 @@
 -- KEYS[1] lock     STRING  holder's token, PX lease
 -- KEYS[2] fence    STRING  fencing counter (never expires)
 -- KEYS[3] queue    ZSET    waiters, FIFO
--- KEYS[4] handoff  STRING  reservation for the queue head
+-- KEYS[4] handoff  STRING  reservation for the queue head (mode R); head since (mode B)
 -- ARGV[1] token    this acquisition's random token (>= 128 bits)
 -- ARGV[2] lease    lease in ms (integer > 0)
 -- ARGV[3] join     "1": if refused, join the queue (the caller is subscribed); "0": don't
--- ARGV[4] window   ms a reserved queue head has to claim the free lock
+-- ARGV[4] window   ms a reserved queue head has to take the free lock (mode R), or a granted
+--                  one to claim it (modes G and B)
 -- ARGV[5] channels prefix of the waiters' channels (a process id completes it)
--- ARGV[6] score    optional: the waiter's place in the queue; Redlock sends the same ticket to
---                  every server so that all their queues agree. Default: the server's time (us)
--- Returns {1, fence}  acquired; fence = the new fencing token (strictly increasing per name)
---         {0, pttl}   held by someone else; pttl = ms left on its lease (-1: it has no expiry)
---         {2, ms}     free, but reserved for the queue head for ms more
+-- ARGV[6] score    optional ("" = none): the waiter's place in the queue; Redlock sends the same
+--                  ticket to every server so that all their queues agree. Default: server time
+-- ARGV[7] mode     optional: "G" fair, direct grants (Lock); "B" barging (Lock fair=False);
+--                  "R" (default) reservations (Redlock). See lock_lib.lua.
+-- Returns {1, fence}       acquired; fence = the new fencing token (strictly increasing per name)
+--         {0, pttl, now}  held by someone else; pttl = ms left on its lease (-1: no expiry)
+--         {2, ms, now}    free, but reserved for the queue head for ms more (mode R)
+--         now = the server's time in ms
 local lock, fence, queue, handoff = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, lease, window, channels = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4]), ARGV[5]
 local join = ARGV[3] == '1'
 local score = tonumber(ARGV[6] or '')
+local mode = ARGV[7] or 'R'
 
 local function refuse(status, ms)
   if join then
@@ -26,20 +31,66 @@ local function refuse(status, ms)
     local keep = 3 * math.max(lease, ms) + 10 * window
     if redis.call('PTTL', queue) < keep then redis.call('PEXPIRE', queue, keep) end
   end
-  return {status, ms}
+  return {status, ms, now_ms()}  -- the server's clock: see ServerClock in _core/waiters.py
 end
 
--- Nobody queued ahead of us: try the lock itself (the uncontended path: three calls).
+-- Tell the waiter after us that we took it, and for how long (it sleeps until then).
+local function took(dequeue)
+  if dequeue and redis.call('ZREM', queue, token) == 1 then
+    local next = redis.call('ZRANGE', queue, 0, 0)[1]
+    if next then tell(channels, next, 'T' .. next .. ' ' .. lease) end
+  end
+end
+
+-- The lock is held. By us? Then a release granted it to us and we did not hear (our
+-- subscription broke): claim it. Nobody took the lock since the grant: the counter is our fence.
+local function held()
+  if redis.call('GET', lock) == token then
+    redis.call('PEXPIRE', lock, lease)
+    local next = redis.call('ZRANGE', queue, 0, 0)[1]
+    if next then tell(channels, next, 'T' .. next .. ' ' .. lease) end
+    return {1, tonumber(redis.call('GET', fence))}
+  end
+  return refuse(0, redis.call('PTTL', lock))
+end
+
+if mode == 'B' then  -- barging: whoever comes first while it is free takes it
+  if not redis.call('SET', lock, token, 'NX', 'PX', lease) then return held() end
+  if redis.call('ZREM', queue, token) == 1 then
+    local since = redis.call('GET', handoff)
+    if since and string.sub(since, 1, #token + 1) == token .. ' ' then
+      redis.call('DEL', handoff)
+    end
+  end
+  return {1, redis.call('INCR', fence)}
+end
+
+if mode == 'G' then
+  local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  if not head or head == token then  -- nobody ahead (the uncontended path: three calls)
+    if not redis.call('SET', lock, token, 'NX', 'PX', lease) then return held() end
+    took(head)
+    return {1, redis.call('INCR', fence)}
+  end
+  if redis.call('EXISTS', lock) == 1 then return held() end
+  -- Free, with others ahead of us (a lease ran out, or a grantee never claimed): the first
+  -- one that listens is granted it now; we take it only if nobody ahead of us listens.
+  head = grant(lock, fence, queue, channels, window, token)
+  if head and head ~= token then return refuse(0, window) end
+  redis.call('SET', lock, token, 'PX', lease)
+  took(head)
+  return {1, redis.call('INCR', fence)}
+end
+
+-- Mode R. Nobody queued ahead of us: try the lock itself (the uncontended path).
 local head = redis.call('ZRANGE', queue, 0, 0)[1]
 if not head or head == token then
   if not redis.call('SET', lock, token, 'NX', 'PX', lease) then
     return refuse(0, redis.call('PTTL', lock))
   end
   if head then  -- we were the queue head: tell the next one how long we may hold it
-    redis.call('ZREM', queue, token)
     redis.call('DEL', handoff)
-    local next = redis.call('ZRANGE', queue, 0, 0)[1]
-    if next then tell(channels, next, 'T' .. next .. ' ' .. lease) end
+    took(true)
   end
   return {1, redis.call('INCR', fence)}
 end
@@ -63,9 +114,5 @@ end
 
 -- The skipped head was the only one ahead of us (or the queue is now empty).
 redis.call('SET', lock, token, 'PX', lease)
-if head then
-  redis.call('ZREM', queue, token)
-  local next = redis.call('ZRANGE', queue, 0, 0)[1]
-  if next then tell(channels, next, 'T' .. next .. ' ' .. lease) end
-end
+took(head)
 return {1, redis.call('INCR', fence)}

@@ -2,15 +2,30 @@
 --
 -- KEYS[1] lock     STRING  holder's token
 -- KEYS[2] queue    ZSET    waiters, FIFO
--- KEYS[3] handoff  STRING  reservation for the queue head
+-- KEYS[3] handoff  STRING  reservation for the queue head (mode R); head since (mode B)
+-- KEYS[4] fence    STRING  fencing counter (modes G and B)
 -- ARGV[1] token    the waiter's token
--- ARGV[2] window   ms the next queue head has to claim the lock
+-- ARGV[2] window   ms the next queue head has to take or claim the lock
 -- ARGV[3] channels prefix of the waiters' channels (a process id completes it)
--- Returns 1 if the waiter was queued, 0 if not
-local lock, queue, handoff = KEYS[1], KEYS[2], KEYS[3]
+-- ARGV[4] mode     optional: "G", "B" or "R" (default), as release.lua
+-- ARGV[5] barge    mode B: as release.lua
+-- Returns 1 if the waiter was queued (or had been granted the lock), 0 if not
+local lock, queue, handoff, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, window, channels = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local mode, barge_ms = ARGV[4] or 'R', tonumber(ARGV[5] or '0')
 
 local removed = redis.call('ZREM', queue, token)
+if mode ~= 'R' then
+  if redis.call('GET', lock) == token then  -- granted before it gave up: pass it on
+    redis.call('DEL', lock)
+    pass_on(lock, fence, queue, handoff, channels, window, mode, barge_ms)
+    return 1
+  end
+  if mode == 'B' and removed == 1 and redis.call('EXISTS', lock) == 0 then
+    barge(lock, fence, queue, handoff, channels, window, barge_ms)  -- wake the next one
+  end
+  return removed
+end
 local holder = reservation(handoff)
 if holder == token then
   redis.call('DEL', handoff)

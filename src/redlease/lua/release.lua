@@ -1,17 +1,21 @@
--- release.lua: compare-token-and-delete, then hand the lock to the queue head.
+-- release.lua: compare-token-and-delete, then pass the lock on to the queue head.
 --
 -- KEYS[1] lock     STRING  holder's token
 -- KEYS[2] queue    ZSET    waiters, FIFO
--- KEYS[3] handoff  STRING  reservation for the queue head
+-- KEYS[3] handoff  STRING  reservation for the queue head (mode R); head since (mode B)
+-- KEYS[4] fence    STRING  fencing counter (modes G and B: a grant issues the next fence)
 -- ARGV[1] token    the releasing acquisition's token
--- ARGV[2] window   ms the queue head has to claim the lock
+-- ARGV[2] window   ms the queue head has to take (mode R) or claim (modes G, B) the lock
 -- ARGV[3] channels prefix of the waiters' channels (a process id completes it)
+-- ARGV[4] mode     optional: "G" grant it to the head; "B" barging; "R" (default) reserve it
+--                  for the head (see lock_lib.lua)
+-- ARGV[5] barge    mode B: ms a queue head waits at the head before it is granted the lock
 -- Returns 1 released; 0 not held with this token (nothing was changed)
-local lock, queue, handoff = KEYS[1], KEYS[2], KEYS[3]
+local lock, queue, handoff, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, window, channels = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 
 -- The one safety-critical line: never delete a lock whose token is not ours.
 if redis.call('GET', lock) ~= token then return 0 end
 redis.call('DEL', lock)
-hand_off(queue, handoff, channels, window)
+pass_on(lock, fence, queue, handoff, channels, window, ARGV[4] or 'R', tonumber(ARGV[5] or '0'))
 return 1
