@@ -188,3 +188,20 @@ def test_twin_without_the_wait_the_barger_keeps_it(client: redis.Redis, listen: 
     assert acquire(client, b"p1.again", b"B")[0] == 1
     release(client, b"p1.again", b"B", barge=60_000)
     assert not client.exists(KEYS.lock)
+
+
+@pytest.mark.parametrize("tell", [b"1", b"0"])
+def test_a_quiet_reserving_release_reserves_without_a_message(
+    client: redis.Redis, listen: Any, tell: bytes
+) -> None:
+    """Redlock's mode: the release reserves the lock for the head on every server, but only the
+    servers asked to tell send a message (the twin, ``tell=1``, shows the message is there)."""
+    messages = listen(b"p2")
+    acquire(client, b"p1.a", b"R")
+    acquire(client, b"p2.b", b"R")
+    keys = [KEYS.lock, KEYS.queue, KEYS.handoff, KEYS.fence]
+    args = [b"p1.a", WINDOW, CHANNELS, b"R", 0, tell]
+    assert client.eval(RELEASE.source, 4, *keys, *args) == 1
+    assert (client.get(KEYS.handoff) or b"").startswith(b"p2.b ")  # reserved either way
+    told = [m.split(b" ")[0] for m in messages()]
+    assert told == ([b"Hp2.b"] if tell == b"1" else [])

@@ -9,9 +9,12 @@
 -- ARGV[3] channels prefix of the waiters' channels (a process id completes it)
 -- ARGV[4] mode     optional: "G", "B" or "R" (default), as release.lua
 -- ARGV[5] barge    mode B: as release.lua
+-- ARGV[6] tell     optional, mode R: "0" reserves the lock without telling anyone (Redlock tells
+--                  the waiter from a few of its servers only: one message wakes it)
 -- Returns 1 if the waiter was queued (or had been granted the lock), 0 if not
 local lock, queue, handoff, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, window, channels = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+if ARGV[6] == '0' then channels = false end
 local mode, barge_ms = ARGV[4] or 'R', tonumber(ARGV[5] or '0')
 
 local removed = redis.call('ZREM', queue, token)

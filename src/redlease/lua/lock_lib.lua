@@ -43,7 +43,7 @@ end
 -- Returns how many subscribers heard it: 0 means that process does not listen (it died, or
 -- its subscription broke), so it cannot take a turn it is given.
 local function tell(channels, token, message)
-  local dot = string.find(token, '.', 1, true)
+  local dot = channels and string.find(token, '.', 1, true)  -- channels false: tell nobody
   if not dot then return 0 end
   local command = string.find(channels, '{', 1, true) and 'SPUBLISH' or 'PUBLISH'
   return redis.call(command, channels .. string.sub(token, 1, dot - 1), message)

@@ -10,9 +10,12 @@
 -- ARGV[4] mode     optional: "G" grant it to the head; "B" barging; "R" (default) reserve it
 --                  for the head (see lock_lib.lua)
 -- ARGV[5] barge    mode B: ms a queue head waits at the head before it is granted the lock
+-- ARGV[6] tell     optional, mode R: "0" reserves the lock without telling anyone (Redlock tells
+--                  the waiter from a few of its servers only: one message wakes it)
 -- Returns 1 released; 0 not held with this token (nothing was changed)
 local lock, queue, handoff, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, window, channels = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+if ARGV[6] == '0' then channels = false end
 
 -- The one safety-critical line: never delete a lock whose token is not ours.
 if redis.call('GET', lock) ~= token then return 0 end
