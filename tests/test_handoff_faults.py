@@ -12,6 +12,7 @@ Each has a twin that shows the check can fail.
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import os
 import signal
@@ -21,8 +22,10 @@ from typing import Any
 
 import pytest
 import redis
+import redis.asyncio
 
 import redlease
+import redlease.asyncio
 from redlease.server import RedisServer
 
 pytestmark = pytest.mark.timeout(120)
@@ -30,8 +33,12 @@ SPAWN = multiprocessing.get_context("spawn")
 LEASE = 30.0  # far beyond every bound below: reaching it would fail the tests
 
 
-def wait_and_report(url: str, name: str, handoff: float, report: Any) -> None:
-    """A waiter in its own process: report once queued... then the fence it acquired with."""
+def wait_and_report(url: str, name: str, handoff: float, report: Any, mode: str = "sync") -> None:
+    """A waiter in its own process: report the fence it acquired with (asyncio: the same with
+    redlease.asyncio on an event loop)."""
+    if mode == "asyncio":
+        asyncio.run(_wait_and_report_async(url, name, handoff, report))
+        return
     client = redis.Redis.from_url(url)
     lock = redlease.Lock(client, name, ttl=LEASE, handoff=handoff)
     started = time.monotonic()
@@ -41,6 +48,19 @@ def wait_and_report(url: str, name: str, handoff: float, report: Any) -> None:
     if acquired:
         lock.release()
     redlease.close(client)
+
+
+async def _wait_and_report_async(url: str, name: str, handoff: float, report: Any) -> None:
+    client = redis.asyncio.Redis.from_url(url)
+    lock = redlease.asyncio.Lock(client, name, ttl=LEASE, handoff=handoff)
+    started = time.monotonic()
+    acquired = await lock.acquire(timeout=60)
+    report.put(("acquired", acquired, lock.fence, time.monotonic() - started))
+    await asyncio.sleep(0.2)
+    if acquired:
+        await lock.release()
+    await redlease.asyncio.close(client)
+    await client.aclose()
 
 
 def queued(client: redis.Redis, name: str) -> int:
@@ -136,7 +156,9 @@ def test_twin_a_grant_on_a_long_lease_would_keep_the_next_waiter_out(
     assert not acquired
 
 
-def lost_grant(server: RedisServer, name: str, handoff: float, frozen: float) -> tuple[Any, ...]:
+def lost_grant(
+    server: RedisServer, name: str, handoff: float, frozen: float, mode: str = "sync"
+) -> tuple[Any, ...]:
     """Hold ``name`` with a waiter process queued; freeze it, release (the grant), kill its
     subscription so the message is lost, thaw it after ``frozen`` s. Returns its report and
     the fence the grant issued."""
@@ -147,7 +169,7 @@ def lost_grant(server: RedisServer, name: str, handoff: float, frozen: float) ->
     assert holder.acquire()
     before = {c["id"] for c in pubsub_clients(probe)}
     report = SPAWN.Queue()
-    waiter = SPAWN.Process(target=wait_and_report, args=(server.url, name, handoff, report))
+    waiter = SPAWN.Process(target=wait_and_report, args=(server.url, name, handoff, report, mode))
     waiter.start()
     try:
         until(lambda: queued(probe, name) == 1)
@@ -168,11 +190,14 @@ def lost_grant(server: RedisServer, name: str, handoff: float, frozen: float) ->
     return (*result, granted_fence)
 
 
+@pytest.mark.parametrize("mode", ["sync", "asyncio"])
 def test_a_grant_whose_message_is_lost_is_claimed_when_the_subscription_breaks(
-    server: RedisServer,
+    server: RedisServer, mode: str
 ) -> None:
     # A long hand-off window: the grant is surely still open when the grantee wakes up.
-    kind, acquired, fence, waited, granted_fence = lost_grant(server, "lost-grant", 10.0, 0.0)
+    kind, acquired, fence, waited, granted_fence = lost_grant(
+        server, f"lost-grant-{mode}", 10.0, 0.0, mode
+    )
     assert (kind, acquired) == ("acquired", True)
     assert fence == granted_fence  # it claimed the grant itself, not a later acquisition
     assert waited < 8.0  # not the grant's 10 s window (nor the 30 s lease)
