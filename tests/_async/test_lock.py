@@ -763,3 +763,29 @@ async def test_a_client_that_decodes_responses_works(server: RedisServer) -> Non
     await AsyncTasks.gather(*(worker(i) for i in range(3)))  # contended: hub messages too
     assert sorted(seen) == seen and len(set(seen)) == 30
     await client.aclose()
+
+
+async def test_connections_the_server_closed_while_idle_are_replaced(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    """redlease keeps its connections between calls; one the server closed meanwhile (its
+    `timeout`, a restart, CLIENT KILL) is found closed before use and replaced: the next call
+    works, where reusing it would have raised LockUnavailable."""
+    lock = redlease.Lock(async_client, "kept-connections", renew=False)
+    for _ in range(3):
+        assert await lock.acquire()
+        await lock.release()
+    kept = runtime_for(async_client).backend._kept
+    assert kept  # the twin of the check below: there are kept connections to kill
+    killed = 0
+    for conn in kept:
+        killed += await async_client.client_kill_filter(_id=await conn_id(conn))
+    assert killed == len(kept)
+    assert await lock.acquire()  # on a fresh connection, not a LockUnavailable
+    await lock.release()
+
+
+async def conn_id(conn: Any) -> int:
+    """The server's id of one of redlease's connections."""
+    await conn.send_command("CLIENT", "ID")
+    return int(await conn.read_response())

@@ -764,3 +764,29 @@ def test_a_client_that_decodes_responses_works(server: RedisServer) -> None:
     Tasks.gather(*(worker(i) for i in range(3)))  # contended: hub messages too
     assert sorted(seen) == seen and len(set(seen)) == 30
     client.close()
+
+
+def test_connections_the_server_closed_while_idle_are_replaced(
+    client: redis.Redis,
+) -> None:
+    """redlease keeps its connections between calls; one the server closed meanwhile (its
+    `timeout`, a restart, CLIENT KILL) is found closed before use and replaced: the next call
+    works, where reusing it would have raised LockUnavailable."""
+    lock = redlease.Lock(client, "kept-connections", renew=False)
+    for _ in range(3):
+        assert lock.acquire()
+        lock.release()
+    kept = runtime_for(client).backend._kept
+    assert kept  # the twin of the check below: there are kept connections to kill
+    killed = 0
+    for conn in kept:
+        killed += client.client_kill_filter(_id=conn_id(conn))
+    assert killed == len(kept)
+    assert lock.acquire()  # on a fresh connection, not a LockUnavailable
+    lock.release()
+
+
+def conn_id(conn: Any) -> int:
+    """The server's id of one of redlease's connections."""
+    conn.send_command("CLIENT", "ID")
+    return int(conn.read_response())
