@@ -790,3 +790,46 @@ def conn_id(conn: Any) -> int:
     """The server's id of one of redlease's connections."""
     conn.send_command("CLIENT", "ID")
     return int(conn.read_response())
+
+
+def _count(client: Any, command: str) -> int:
+    return int(client.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
+
+
+def renewal_calls_per_round(server: RedisServer, n: int) -> float:
+    """Hold ``n`` locks through one client; renewal calls per round (each lock renewed once)."""
+    probe = server.client()
+    probe.flushall()
+    client = redis.Redis(host=server.host, port=server.port)
+    locks = [redlease.Lock(client, f"many:{i}", ttl=0.9) for i in range(n)]
+    try:
+        for lock in locks:
+            assert lock.acquire()
+        Tasks.sleep(0.6)  # a first round or two: the renewals fall into step
+        probe.config_resetstat()
+        Tasks.sleep(1.2)  # about four rounds (one every ttl / 3)
+        calls, renewed = _count(probe, "evalsha"), _count(probe, "pexpire")
+        assert renewed >= 2 * n  # every lock renewed, tick after tick
+        for lock in locks:
+            lock.release()
+    finally:
+        redlease.close(client)
+        client.close()
+        probe.close()
+    return calls / (renewed / n)
+
+
+def test_the_watchdog_renews_thousands_of_locks_in_a_few_calls_a_round(
+    server: RedisServer,
+) -> None:
+    # 2,500 holdings: three calls of at most renewals.CHUNK (1,000), sent before any reply,
+    # in at most two ticks a round (coalesce=0.5).
+    assert renewal_calls_per_round(server, 2500) <= 12
+
+
+def test_twin_renewing_in_calls_of_100_would_take_25_a_round(
+    server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The twin: with calls of 100 holdings (the old batch), it is 25 or more a round."""
+    monkeypatch.setattr("redlease._core.renewals.CHUNK", 100)
+    assert renewal_calls_per_round(server, 2500) > 12
