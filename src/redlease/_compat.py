@@ -27,6 +27,7 @@ error other than a complete error reply, before releasing it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import re
 from typing import Any
@@ -196,6 +197,12 @@ class AsyncConnections:
         await conn.disconnect(nowait=True)
 
     @staticmethod
+    def forget(conns: list[Any]) -> None:
+        """At garbage collection of their keeper: nothing to do for asyncio connections,
+        whose close needs the event loop (``redlease.asyncio.close()`` closes them)."""
+        conns.clear()
+
+    @staticmethod
     async def stale(conn: Any) -> bool:
         """Whether a kept idle connection cannot be used as it is: closed by the server (or
         left with data), as redis-py's pool checks on every checkout."""
@@ -273,6 +280,14 @@ class Connections:
     def drop(conn: Any) -> None:
         """Disconnect at once (closing a socket does not wait for the server)."""
         conn.disconnect()
+
+    @staticmethod
+    def forget(conns: list[Any]) -> None:
+        """At garbage collection of their keeper: close the kept connections now, before the
+        collector finalizes their sockets in arbitrary order (a ``ResourceWarning``)."""
+        while conns:
+            with contextlib.suppress(Exception):  # best effort, during garbage collection
+                conns.pop().disconnect()
 
     @staticmethod
     def stale(conn: Any) -> bool:

@@ -30,6 +30,7 @@ import logging
 import os
 import sys
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -176,6 +177,8 @@ class Backend:
         # as the script. Taken and given back with list.pop/append, atomic under the GIL.
         self._kept: list[Any] = []
         self._kept_pid = os.getpid()
+        # Weak-reference callbacks run before the collector finalizes a cycle's objects.
+        weakref.finalize(self, Connections.forget, self._kept)
 
     def __repr__(self) -> str:
         kwargs = self.client.connection_pool.connection_kwargs
@@ -354,7 +357,8 @@ class Backend:
     def _checkout(self) -> Any:
         self._refuse_if_closed()
         if self._kept_pid != os.getpid():  # a forked child: never use the parent's sockets
-            self._kept, self._kept_pid = [], os.getpid()
+            self._kept.clear()
+            self._kept_pid = os.getpid()
         while True:
             try:
                 conn = self._kept.pop()
@@ -415,7 +419,7 @@ class Backend:
         alone); connections in use are closed too, cutting short what they were waiting for."""
         self.closed = True
         for backend in (self, *self._deadlines.values()):
-            backend._kept = []  # checked out of the pool: disconnected with it below
+            backend._kept.clear()  # checked out of the pool: disconnected with it below
             backend._pool.disconnect()
 
     def _refuse_if_closed(self) -> None:
