@@ -27,6 +27,7 @@ error other than a complete error reply, before releasing it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import re
 from typing import Any
@@ -196,6 +197,25 @@ class AsyncConnections:
         await conn.disconnect(nowait=True)
 
     @staticmethod
+    def forget(conns: list[Any]) -> None:
+        """At garbage collection of their keeper: nothing to do for asyncio connections,
+        whose close needs the event loop (``redlease.asyncio.close()`` closes them)."""
+        conns.clear()
+
+    @staticmethod
+    async def stale(conn: Any) -> bool:
+        """Whether a kept idle connection cannot be used as it is: closed by the server (or
+        left with data), as redis-py's pool checks on every checkout."""
+        if not conn.is_connected:
+            return True
+        # redis-py 8 deprecates can_read_destructive() for can_read(), which 5.x lacks.
+        check = getattr(conn, "can_read", None) or conn.can_read_destructive
+        try:
+            return bool(await check())
+        except (ConnectionError, TimeoutError, OSError):
+            return True
+
+    @staticmethod
     async def release(pool: Any, conn: Any) -> None:
         """Give ``conn`` back to ``pool`` (after :meth:`drop` if its state is unknown)."""
         await pool.release(conn)
@@ -260,6 +280,25 @@ class Connections:
     def drop(conn: Any) -> None:
         """Disconnect at once (closing a socket does not wait for the server)."""
         conn.disconnect()
+
+    @staticmethod
+    def forget(conns: list[Any]) -> None:
+        """At garbage collection of their keeper: close the kept connections now, before the
+        collector finalizes their sockets in arbitrary order (a ``ResourceWarning``)."""
+        while conns:
+            with contextlib.suppress(Exception):  # best effort, during garbage collection
+                conns.pop().disconnect()
+
+    @staticmethod
+    def stale(conn: Any) -> bool:
+        """Whether a kept idle connection cannot be used as it is: closed by the server (or
+        left with data), as redis-py's pool checks on every checkout."""
+        if conn._sock is None:
+            return True
+        try:
+            return bool(conn.can_read())
+        except (ConnectionError, TimeoutError, OSError):
+            return True
 
     @staticmethod
     def release(pool: Any, conn: Any) -> None:

@@ -764,3 +764,72 @@ def test_a_client_that_decodes_responses_works(server: RedisServer) -> None:
     Tasks.gather(*(worker(i) for i in range(3)))  # contended: hub messages too
     assert sorted(seen) == seen and len(set(seen)) == 30
     client.close()
+
+
+def test_connections_the_server_closed_while_idle_are_replaced(
+    client: redis.Redis,
+) -> None:
+    """redlease keeps its connections between calls; one the server closed meanwhile (its
+    `timeout`, a restart, CLIENT KILL) is found closed before use and replaced: the next call
+    works, where reusing it would have raised LockUnavailable."""
+    lock = redlease.Lock(client, "kept-connections", renew=False)
+    for _ in range(3):
+        assert lock.acquire()
+        lock.release()
+    kept = runtime_for(client).backend._kept
+    assert kept  # the twin of the check below: there are kept connections to kill
+    killed = 0
+    for conn in kept:
+        killed += client.client_kill_filter(_id=conn_id(conn))
+    assert killed == len(kept)
+    assert lock.acquire()  # on a fresh connection, not a LockUnavailable
+    lock.release()
+
+
+def conn_id(conn: Any) -> int:
+    """The server's id of one of redlease's connections."""
+    conn.send_command("CLIENT", "ID")
+    return int(conn.read_response())
+
+
+def _count(client: Any, command: str) -> int:
+    return int(client.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
+
+
+def renewal_calls_per_round(server: RedisServer, n: int) -> float:
+    """Hold ``n`` locks through one client; renewal calls per round (each lock renewed once)."""
+    probe = server.client()
+    probe.flushall()
+    client = redis.Redis(host=server.host, port=server.port)
+    locks = [redlease.Lock(client, f"many:{i}", ttl=0.9) for i in range(n)]
+    try:
+        for lock in locks:
+            assert lock.acquire()
+        Tasks.sleep(0.6)  # a first round or two: the renewals fall into step
+        probe.config_resetstat()
+        Tasks.sleep(1.2)  # about four rounds (one every ttl / 3)
+        calls, renewed = _count(probe, "evalsha"), _count(probe, "pexpire")
+        assert renewed >= 2 * n  # every lock renewed, tick after tick
+        for lock in locks:
+            lock.release()
+    finally:
+        redlease.close(client)
+        client.close()
+        probe.close()
+    return calls / (renewed / n)
+
+
+def test_the_watchdog_renews_thousands_of_locks_in_a_few_calls_a_round(
+    server: RedisServer,
+) -> None:
+    # 1,500 holdings: two calls of at most renewals.CHUNK (1,000), sent before any reply,
+    # in about two ticks a round (coalesce=0.5).
+    assert renewal_calls_per_round(server, 1500) <= 8
+
+
+def test_twin_renewing_in_calls_of_100_would_take_15_a_round(
+    server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The twin: with calls of 100 holdings (the old batch), it is 15 or more a round."""
+    monkeypatch.setattr("redlease._core.renewals.CHUNK", 100)
+    assert renewal_calls_per_round(server, 1500) > 8

@@ -11,10 +11,12 @@ faulted (the database the lock protects) holding one :class:`redlease.FencedStor
 its ``TIME`` is the clock of the history.
 
 After ``restart-empty`` of the one ``Lock`` server, the harness does what an operator must:
-it sets each name's fencing counter back above every fence issued before (read just before the
-restart, plus a margin), so fences keep increasing. Writes made with the fences the empty
-server handed out in between are refused by the store, and counted. Redlock needs no such
-step: one server of five losing its data is a minority.
+it keeps the clients out (the proxy stalls) until it has set each name's fencing counter back
+above every fence issued before (read just before the restart, plus a margin), so fences keep
+increasing. (Letting clients in first let the empty server hand out fences issued before, one
+of them equal to the newest the store had accepted, which the store accepts again: a stale
+write, seen once in a run.) Redlock needs no such step: one server of five losing its data is
+a minority.
 """
 
 from __future__ import annotations
@@ -208,7 +210,7 @@ class _Run:
             self._sleep(f.length)
             srv.start()
         elif f.kind == "restart-empty":
-            self._restart_empty(srv)
+            self._restart_empty(srv, proxy)
         elif f.kind == "hang":
             srv.pause()
             self._sleep(f.length)
@@ -261,18 +263,26 @@ class _Run:
             time.sleep(0.001)
         return None
 
-    def _restart_empty(self, srv: RedisServer) -> None:
+    def _restart_empty(self, srv: RedisServer, proxy: ChaosProxy) -> None:
         restore = self.config.target == "lock"
         keys = [LockKeys.build("redlease", n.encode()).fence for n in self.config.names]
         before: list[Any] = []
         if restore:
             with srv.client(socket_timeout=2) as c:
                 before = c.mget(keys)
-        srv.restart(empty=True)
-        if restore:  # the operator's step: fences must keep increasing
-            with srv.client(socket_timeout=2) as c:
-                for key, value in zip(keys, before, strict=True):
-                    c.set(key, int(value or 0) + RESTORE_MARGIN)
+            # The operator keeps clients out until the counters are restored: otherwise the
+            # empty server hands out fences that were issued before (the very ones the store
+            # last accepted, which it accepts again: a fence equal to the newest is allowed).
+            proxy.stall()
+        try:
+            srv.restart(empty=True)
+            if restore:  # the operator's step: fences must keep increasing
+                with srv.client(socket_timeout=2) as c:
+                    for key, value in zip(keys, before, strict=True):
+                        c.set(key, int(value or 0) + RESTORE_MARGIN)
+        finally:
+            if restore:
+                proxy.resume()
 
     # -- the run ----------------------------------------------------------------------------
     def go(self) -> Outcome:

@@ -17,7 +17,7 @@ def holding(ttl_ms: int = 3000, key: bytes = b"k") -> Holding:
 
 
 def test_renewals_come_every_third_of_the_lease_and_batch() -> None:
-    schedule = RenewSchedule(batch=2)
+    schedule = RenewSchedule(batch=2, coalesce=0.25)
     a, b, c = holding(3000, b"a"), holding(3000, b"b"), holding(30_000, b"c")
     for h in (a, b, c):
         schedule.add(h, now=0.0)

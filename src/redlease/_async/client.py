@@ -26,8 +26,10 @@ class with the same methods, in ``cluster.py``.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -44,6 +46,8 @@ from .._logging import record
 
 __all__ = ["AsyncBackend", "Pending", "backend_for", "check_client"]
 
+KEPT = 8
+"""The most idle connections a backend keeps between calls (more go back to its pool)."""
 _KINDS = "redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster or valkey.asyncio.Valkey"
 """The clients this API accepts, for error messages."""
 
@@ -167,6 +171,13 @@ class AsyncBackend:
         self._deadlines: dict[float, AsyncBackend] = {}
         self.closed = False  # set by redlease.close(): every new call raises ConnectionError
         self._down = False  # the server failed to answer and has not answered since (logged)
+        # Connections kept between calls (LIFO), checked out of the private pool once: the
+        # pool's own checkout (a lock, bookkeeping, observability hooks) costs about as much
+        # as the script. Taken and given back with list.pop/append, atomic under the GIL.
+        self._kept: list[Any] = []
+        self._kept_pid = os.getpid()
+        # Weak-reference callbacks run before the collector finalizes a cycle's objects.
+        weakref.finalize(self, AsyncConnections.forget, self._kept)
 
     def __repr__(self) -> str:
         kwargs = self.client.connection_pool.connection_kwargs
@@ -248,7 +259,7 @@ class AsyncBackend:
         except BaseException:
             await self._discard(conn)
             raise
-        await self._pool.release(conn)
+        await self._checkin(conn)
         if isinstance(reply, ResponseError):
             raise reply
         return reply, acked
@@ -320,12 +331,12 @@ class AsyncBackend:
                     raise translate(exc) from exc
                 reply = await self._read(conn, time.monotonic(), timeout)
         except ResponseError:
-            await self._pool.release(conn)  # a complete error reply: the connection is in sync
+            await self._checkin(conn)  # a complete error reply: the connection is in sync
             raise
         except BaseException:
             await self._discard(conn)
             raise
-        await self._pool.release(conn)
+        await self._checkin(conn)
         return reply
 
     async def _read(self, conn: Any, since: float, timeout: float | None) -> Any:
@@ -344,7 +355,24 @@ class AsyncBackend:
 
     async def _checkout(self) -> Any:
         self._refuse_if_closed()
-        return await AsyncConnections.get(self._pool)
+        if self._kept_pid != os.getpid():  # a forked child: never use the parent's sockets
+            self._kept.clear()
+            self._kept_pid = os.getpid()
+        while True:
+            try:
+                conn = self._kept.pop()
+            except IndexError:
+                return await AsyncConnections.get(self._pool)
+            if not await AsyncConnections.stale(conn):
+                return conn
+            await self._discard(conn)  # closed by the server while idle: the next one
+
+    async def _checkin(self, conn: Any) -> None:
+        """Keep a connection whose last reply was read whole, for the next call."""
+        if len(self._kept) < KEPT and not self.closed and self._kept_pid == os.getpid():
+            self._kept.append(conn)
+        else:
+            await self._pool.release(conn)
 
     async def abandon(self, pending: Pending) -> None:
         """Close the connection of a script whose reply will not be read."""
@@ -380,7 +408,7 @@ class AsyncBackend:
         except BaseException:
             await self._discard(conn)
             raise
-        await self._pool.release(conn)
+        await self._checkin(conn)
         db = int(self.client.connection_pool.connection_kwargs.get("db", 0) or 0)
         self._root.identity = (info_field(info, "run_id"), db)
         return self._root.identity
@@ -390,6 +418,7 @@ class AsyncBackend:
         alone); connections in use are closed too, cutting short what they were waiting for."""
         self.closed = True
         for backend in (self, *self._deadlines.values()):
+            backend._kept.clear()  # checked out of the pool: disconnected with it below
             await backend._pool.disconnect()
 
     def _refuse_if_closed(self) -> None:

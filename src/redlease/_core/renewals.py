@@ -1,10 +1,11 @@
 """The watchdog's schedule: which holdings to renew, when, and in which batch.
 
 A holding is renewed every third of its lease. Renewals due within ``coalesce`` of the earliest
-one are sent together (at most ``batch`` holdings a tick), one call per renewal target and
-script (:func:`batches`), so one renewer serves thousands of leases of every kind with a few
-round trips per tick. Holdings are referenced weakly: a lock whose handle was dropped without
-``release()`` is no longer renewed, and expires within its lease.
+one are sent together (at most ``batch`` holdings a tick), one round trip per renewal target
+and script (:func:`batches`; large batches as several pipelined calls of :data:`CHUNK`), so one
+renewer serves ten thousand leases of every kind with a few round trips per tick. Holdings are
+referenced weakly: a lock whose handle was dropped without ``release()`` is no longer renewed,
+and expires within its lease.
 
 Every renewal script has one contract: ``KEYS[i]`` is the i-th holding's key, ``ARGV[2i-1]``
 its token and ``ARGV[2i]`` its new lease in ms; it answers 1 (renewed) or 0 (lost) per
@@ -20,7 +21,10 @@ from typing import Any
 from .lease import Holding
 from .scripts import Script
 
-__all__ = ["RenewSchedule", "batch_call", "batches", "decode"]
+__all__ = ["CHUNK", "RenewSchedule", "batch_call", "batches", "chunks", "decode"]
+
+CHUNK = 1000
+"""Most holdings renewed by one script call; a larger batch is several calls, pipelined."""
 
 
 def batches(due: Sequence[Holding]) -> list[tuple[Hashable, Script, list[Holding]]]:
@@ -35,6 +39,12 @@ def batches(due: Sequence[Holding]) -> list[tuple[Hashable, Script, list[Holding
         )
         group[2].append(holding)
     return list(groups.values())
+
+
+def chunks(due: Sequence[Holding], size: int | None = None) -> list[Sequence[Holding]]:
+    """``due`` in slices of at most ``size`` (default :data:`CHUNK`) holdings, a call each."""
+    step = CHUNK if size is None else size
+    return [due[i : i + step] for i in range(0, len(due), step)]
 
 
 def batch_call(due: Sequence[Holding]) -> tuple[list[bytes], list[Any]]:
@@ -55,7 +65,7 @@ def decode(reply: Any, n: int) -> list[bool]:
 class RenewSchedule:
     """Due times of the holdings to renew. Not thread-safe: the shell guards it."""
 
-    def __init__(self, *, batch: int = 100, coalesce: float = 0.25) -> None:
+    def __init__(self, *, batch: int = 100_000, coalesce: float = 0.5) -> None:
         self.batch = batch
         self.coalesce = coalesce
         self._due: dict[int, tuple[weakref.ref[Holding], float]] = {}

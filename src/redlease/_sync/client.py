@@ -27,8 +27,10 @@ class with the same methods, in ``cluster.py``.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,6 +47,8 @@ from .._logging import record
 
 __all__ = ["Backend", "Pending", "backend_for", "check_client"]
 
+KEPT = 8
+"""The most idle connections a backend keeps between calls (more go back to its pool)."""
 _KINDS = "redis.Redis, redis.cluster.RedisCluster or valkey.Valkey"
 """The clients this API accepts, for error messages."""
 
@@ -168,6 +172,13 @@ class Backend:
         self._deadlines: dict[float, Backend] = {}
         self.closed = False  # set by redlease.close(): every new call raises ConnectionError
         self._down = False  # the server failed to answer and has not answered since (logged)
+        # Connections kept between calls (LIFO), checked out of the private pool once: the
+        # pool's own checkout (a lock, bookkeeping, observability hooks) costs about as much
+        # as the script. Taken and given back with list.pop/append, atomic under the GIL.
+        self._kept: list[Any] = []
+        self._kept_pid = os.getpid()
+        # Weak-reference callbacks run before the collector finalizes a cycle's objects.
+        weakref.finalize(self, Connections.forget, self._kept)
 
     def __repr__(self) -> str:
         kwargs = self.client.connection_pool.connection_kwargs
@@ -249,7 +260,7 @@ class Backend:
         except BaseException:
             self._discard(conn)
             raise
-        self._pool.release(conn)
+        self._checkin(conn)
         if isinstance(reply, ResponseError):
             raise reply
         return reply, acked
@@ -321,12 +332,12 @@ class Backend:
                     raise translate(exc) from exc
                 reply = self._read(conn, time.monotonic(), timeout)
         except ResponseError:
-            self._pool.release(conn)  # a complete error reply: the connection is in sync
+            self._checkin(conn)  # a complete error reply: the connection is in sync
             raise
         except BaseException:
             self._discard(conn)
             raise
-        self._pool.release(conn)
+        self._checkin(conn)
         return reply
 
     def _read(self, conn: Any, since: float, timeout: float | None) -> Any:
@@ -345,7 +356,24 @@ class Backend:
 
     def _checkout(self) -> Any:
         self._refuse_if_closed()
-        return Connections.get(self._pool)
+        if self._kept_pid != os.getpid():  # a forked child: never use the parent's sockets
+            self._kept.clear()
+            self._kept_pid = os.getpid()
+        while True:
+            try:
+                conn = self._kept.pop()
+            except IndexError:
+                return Connections.get(self._pool)
+            if not Connections.stale(conn):
+                return conn
+            self._discard(conn)  # closed by the server while idle: the next one
+
+    def _checkin(self, conn: Any) -> None:
+        """Keep a connection whose last reply was read whole, for the next call."""
+        if len(self._kept) < KEPT and not self.closed and self._kept_pid == os.getpid():
+            self._kept.append(conn)
+        else:
+            self._pool.release(conn)
 
     def abandon(self, pending: Pending) -> None:
         """Close the connection of a script whose reply will not be read."""
@@ -381,7 +409,7 @@ class Backend:
         except BaseException:
             self._discard(conn)
             raise
-        self._pool.release(conn)
+        self._checkin(conn)
         db = int(self.client.connection_pool.connection_kwargs.get("db", 0) or 0)
         self._root.identity = (info_field(info, "run_id"), db)
         return self._root.identity
@@ -391,6 +419,7 @@ class Backend:
         alone); connections in use are closed too, cutting short what they were waiting for."""
         self.closed = True
         for backend in (self, *self._deadlines.values()):
+            backend._kept.clear()  # checked out of the pool: disconnected with it below
             backend._pool.disconnect()
 
     def _refuse_if_closed(self) -> None:

@@ -28,7 +28,7 @@ from .._core.lease import Holding
 from .._core.renewals import RenewSchedule
 from .._core.scripts import Script
 from .._synchronization import Background, Event
-from .client import Backend
+from .client import Backend, Pending
 
 __all__ = ["Renewer", "ServerRenewal"]
 
@@ -181,17 +181,35 @@ def _run_lost(callbacks: list[Callable[[], object] | None]) -> None:
 
 @dataclass(frozen=True)
 class ServerRenewal:
-    """Renews batches of holdings on one server: one script call per batch."""
+    """Renews batches of holdings on one server: one round trip per batch, however large.
+
+    A batch of more than :data:`~redlease._core.renewals.CHUNK` holdings goes as several
+    script calls, all sent before any reply is read (so that no single call blocks the server
+    for long, and the batch still costs one round trip).
+    """
 
     backend: Backend
 
     def renew(self, script: Script, due: list[Holding]) -> list[bool]:
         """Per holding True (renewed) / False (lost); raises if the server did not answer.
 
-        The call is bounded by the shortest lease left in the batch: on a hung server,
+        The calls are bounded by the shortest lease left in the batch: on a hung server,
         waiting longer (for the socket timeout) would only learn too late that it ran out.
         """
-        keys, args = renewals.batch_call(due)
-        left = min(h.expires_at for h in due) - time.monotonic()
-        reply = self.backend.run(script, keys, args, max(left, MIN_WAIT))
-        return renewals.decode(reply, len(due))
+        left = max(min(h.expires_at for h in due) - time.monotonic(), MIN_WAIT)
+        chunks = renewals.chunks(due)
+        if len(chunks) == 1:
+            keys, args = renewals.batch_call(due)
+            return renewals.decode(self.backend.run(script, keys, args, left), len(due))
+        pending: list[Pending] = []
+        try:
+            for chunk in chunks:
+                pending.append(self.backend.send(script, *renewals.batch_call(chunk)))
+            renewed: list[bool] = []
+            for chunk in chunks:  # the replies come in the order the calls were sent
+                reply = self.backend.receive(pending.pop(0), left)
+                renewed += renewals.decode(reply, len(chunk))
+            return renewed
+        finally:
+            for unread in pending:  # an error cut the batch short: close what is unread
+                self.backend.abandon(unread)
