@@ -112,3 +112,11 @@ class Tasks:
     def background() -> set[Any]:
         """redlease's own threads alive now (watchdog, waiter hub reader, clean-ups)."""
         return {t for t in threading.enumerate() if t.name.startswith("redlease-")}
+
+
+def a_plain_function() -> None:
+    """What an asyncio lock refuses to decorate (the generated sync tests keep it apart)."""
+
+
+async def a_coroutine_function() -> None:
+    """What a sync lock refuses to decorate."""

@@ -15,21 +15,31 @@ import os
 import sys
 import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 __all__ = [
     "MIN_BUDGET",
     "AsyncAtShutdown",
     "AsyncBackground",
     "AsyncEvent",
+    "AsyncFunction",
     "AsyncMutex",
     "AsyncShield",
     "AtShutdown",
     "Background",
     "Event",
+    "Function",
     "Mutex",
     "Shield",
 ]
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+AsyncFunction = Callable[_P, Awaitable[_R]]
+"""What an asyncio lock decorates: a coroutine function (``async def``)."""
+Function = Callable[_P, _R]
+"""What a sync lock decorates: a plain function."""
 
 
 class AsyncEvent:

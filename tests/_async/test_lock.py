@@ -15,7 +15,12 @@ from redlease._async.runtime import runtime_for
 from redlease._core.lock import LockKeys
 from redlease.server import RedisServer
 from tests._async.helpers import wait_until
-from tests.support import AsyncTasks, coroutine_callback
+from tests.support import (
+    AsyncTasks,
+    a_coroutine_function,
+    a_plain_function,
+    coroutine_callback,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -779,7 +784,7 @@ async def test_connections_the_server_closed_while_idle_are_replaced(
     assert kept  # the twin of the check below: there are kept connections to kill
     killed = 0
     for conn in kept:
-        killed += await async_client.client_kill_filter(_id=await conn_id(conn))
+        killed += await async_client.client_kill_filter(_id=str(await conn_id(conn)))
     assert killed == len(kept)
     assert await lock.acquire()  # on a fresh connection, not a LockUnavailable
     await lock.release()
@@ -832,3 +837,53 @@ async def test_twin_renewing_in_calls_of_100_would_take_15_a_round(
     """The twin: with calls of 100 holdings (the old batch), it is 15 or more a round."""
     monkeypatch.setattr("redlease._core.renewals.CHUNK", 100)
     assert await renewal_calls_per_round(server, 1500) > 8
+
+
+async def test_a_lock_decorates_a_function(async_client: redis.asyncio.Redis) -> None:
+    lock = redlease.Lock(async_client, "decorated", timeout=5)
+    inside: list[bool] = []
+
+    @lock
+    async def double(x: int) -> int:
+        """Doubles."""
+        inside.append(await lock.owned())
+        return x * 2
+
+    assert await double(21) == 42
+    assert inside == [True]  # it ran holding the lock
+    assert not await lock.locked()  # and released it after
+    assert (double.__name__, double.__doc__) == ("double", "Doubles.")
+
+
+async def count_with(decorate: bool, async_client: redis.asyncio.Redis) -> int:
+    """Eight callers each add 1 to a counter, read-modify-write with a pause in between."""
+    lock = redlease.Lock(async_client, "decorated-counter", timeout=30)
+    await async_client.set("decorated-counter", 0)
+
+    async def add() -> None:
+        value = int(await async_client.get("decorated-counter") or 0)
+        await AsyncTasks.sleep(0.01)
+        await async_client.set("decorated-counter", value + 1)
+
+    step = lock(add) if decorate else add
+    await AsyncTasks.gather(*[step] * 8)
+    return int(await async_client.get("decorated-counter") or 0)
+
+
+async def test_decorated_calls_run_one_at_a_time(async_client: redis.asyncio.Redis) -> None:
+    assert await count_with(True, async_client) == 8
+
+
+async def test_twin_undecorated_calls_lose_updates(async_client: redis.asyncio.Redis) -> None:
+    assert await count_with(False, async_client) < 8
+
+
+async def test_a_lock_refuses_to_decorate_the_other_kind_of_function(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    lock = redlease.Lock(async_client, "decorated-wrong")
+    wrong = a_plain_function if AsyncTasks.ASYNC else a_coroutine_function
+    with pytest.raises(TypeError, match="decorates"):
+        lock(wrong)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="decorates a function"):
+        lock(42)  # type: ignore[arg-type]

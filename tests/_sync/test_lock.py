@@ -16,7 +16,12 @@ from redlease._sync.runtime import runtime_for
 from redlease._core.lock import LockKeys
 from redlease.server import RedisServer
 from tests._sync.helpers import wait_until
-from tests.support import Tasks, coroutine_callback
+from tests.support import (
+    Tasks,
+    a_coroutine_function,
+    a_plain_function,
+    coroutine_callback,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -780,7 +785,7 @@ def test_connections_the_server_closed_while_idle_are_replaced(
     assert kept  # the twin of the check below: there are kept connections to kill
     killed = 0
     for conn in kept:
-        killed += client.client_kill_filter(_id=conn_id(conn))
+        killed += client.client_kill_filter(_id=str(conn_id(conn)))
     assert killed == len(kept)
     assert lock.acquire()  # on a fresh connection, not a LockUnavailable
     lock.release()
@@ -833,3 +838,53 @@ def test_twin_renewing_in_calls_of_100_would_take_15_a_round(
     """The twin: with calls of 100 holdings (the old batch), it is 15 or more a round."""
     monkeypatch.setattr("redlease._core.renewals.CHUNK", 100)
     assert renewal_calls_per_round(server, 1500) > 8
+
+
+def test_a_lock_decorates_a_function(client: redis.Redis) -> None:
+    lock = redlease.Lock(client, "decorated", timeout=5)
+    inside: list[bool] = []
+
+    @lock
+    def double(x: int) -> int:
+        """Doubles."""
+        inside.append(lock.owned())
+        return x * 2
+
+    assert double(21) == 42
+    assert inside == [True]  # it ran holding the lock
+    assert not lock.locked()  # and released it after
+    assert (double.__name__, double.__doc__) == ("double", "Doubles.")
+
+
+def count_with(decorate: bool, client: redis.Redis) -> int:
+    """Eight callers each add 1 to a counter, read-modify-write with a pause in between."""
+    lock = redlease.Lock(client, "decorated-counter", timeout=30)
+    client.set("decorated-counter", 0)
+
+    def add() -> None:
+        value = int(client.get("decorated-counter") or 0)
+        Tasks.sleep(0.01)
+        client.set("decorated-counter", value + 1)
+
+    step = lock(add) if decorate else add
+    Tasks.gather(*[step] * 8)
+    return int(client.get("decorated-counter") or 0)
+
+
+def test_decorated_calls_run_one_at_a_time(client: redis.Redis) -> None:
+    assert count_with(True, client) == 8
+
+
+def test_twin_undecorated_calls_lose_updates(client: redis.Redis) -> None:
+    assert count_with(False, client) < 8
+
+
+def test_a_lock_refuses_to_decorate_the_other_kind_of_function(
+    client: redis.Redis,
+) -> None:
+    lock = redlease.Lock(client, "decorated-wrong")
+    wrong = a_plain_function if Tasks.ASYNC else a_coroutine_function
+    with pytest.raises(TypeError, match="decorates"):
+        lock(wrong)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="decorates a function"):
+        lock(42)  # type: ignore[arg-type]

@@ -164,3 +164,21 @@ def replicas(value: Any, arg: str = "wait_replicas") -> int:
     if not 0 <= value <= 100:
         raise ValueError(f"{arg} must be >= 0 and at most 100, got {value!r}")
     return value
+
+
+def decorated(func: object, lock: str, *, coroutine: bool) -> None:
+    """Refuse what a lock cannot decorate: not a function, or the other kind of function (a
+    coroutine function for a sync lock, a plain one for an asyncio lock)."""
+    if not callable(func):
+        raise TypeError(f"a lock decorates a function, got {type(func).__name__}")
+    if inspect.iscoroutinefunction(func) is coroutine:
+        return
+    if coroutine:
+        raise TypeError(
+            f"redlease.asyncio.{lock} decorates coroutine functions (async def); "
+            f"{func!r} is not one: use redlease.{lock}"
+        )
+    raise TypeError(
+        f"redlease.{lock} decorates plain functions; {func!r} is a coroutine function: "
+        f"use redlease.asyncio.{lock}"
+    )

@@ -10,17 +10,18 @@ and the runtime whose watchdog renews their holdings (``_runtime``).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Hashable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from .. import _observe
 from .._core import validate
 from .._core.lease import Holding
 from .._core.lock import LockKeys
 from .._core.scripts import Script
-from .._synchronization import Background, Mutex
+from .._synchronization import Background, Function, Mutex
 from ..errors import LockLost, LockNotOwned, LockUnavailable, NotAcquired, Unavailable
 
 if TYPE_CHECKING:
@@ -30,6 +31,8 @@ __all__ = ["DEFAULT", "Handle", "Held"]
 
 DEFAULT: Any = object()
 _Handle = TypeVar("_Handle", bound="Handle")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 class Handle:
@@ -293,6 +296,25 @@ class Handle:
         if callback is not None:
             Background.call(callback)
         return self._lost("was lost: its lease ran out or it was taken")
+
+    # -- decorator --------------------------------------------------------------------------
+    def __call__(self, func: Function[_P, _R]) -> Function[_P, _R]:
+        """Use the lock as a decorator: every call of ``func`` runs holding it.
+
+        ``@lock`` over a function is ``with lock:`` around each call (so it waits up to the
+        lock's ``timeout`` and raises :class:`~redlease.NotAcquired` when it stays held). An
+        asyncio lock decorates coroutine functions, a sync lock plain ones; the other kind
+        raises ``TypeError`` at once, not at the first call.
+        """
+        name = type(self).__name__.removeprefix("Async")
+        validate.decorated(func, name, coroutine=Background.ASYNC)
+
+        @functools.wraps(func)
+        def locked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            with self:
+                return func(*args, **kwargs)
+
+        return locked
 
     # -- context manager --------------------------------------------------------------------
     def __enter__(self: _Handle) -> Held[_Handle]:
