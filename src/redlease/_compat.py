@@ -212,7 +212,7 @@ class AsyncConnections:
         check = getattr(conn, "can_read", None) or conn.can_read_destructive
         try:
             return bool(await check())
-        except (ConnectionError, TimeoutError, OSError):
+        except Exception:  # any library's error (valkey-py's are not redis-py's): unusable
             return True
 
     @staticmethod
@@ -297,7 +297,7 @@ class Connections:
             return True
         try:
             return bool(conn.can_read())
-        except (ConnectionError, TimeoutError, OSError):
+        except Exception:  # any library's error (valkey-py's are not redis-py's): unusable
             return True
 
     @staticmethod
