@@ -60,6 +60,7 @@ class AsyncHub:
         self._guard = threading.Lock()
         self._pubsub: Any = None
         self._reader: AsyncBackground | None = None
+        self._broken: Exception | None = None  # what broke the last subscription
 
     @property
     def subscribed(self) -> bool:
@@ -109,7 +110,11 @@ class AsyncHub:
                         self._reader = AsyncBackground(self._read, name="redlease-waiters")
             with self._guard:
                 if self._pubsub is not pubsub:
-                    raise RedisError("the pub/sub connection broke while subscribing")
+                    cause = self._broken  # e.g. NOPERM: the ACL user may not use the channel
+                    raise RedisError(
+                        "the pub/sub connection broke while subscribing"
+                        + ("" if cause is None else f": {cause}")
+                    ) from cause
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 return
@@ -170,8 +175,9 @@ class AsyncHub:
             wait = TICK if check is None else min(TICK, max(check - time.monotonic(), 0.0))
             try:
                 message = await pubsub.get_message(timeout=wait)
-            except Exception:  # broken, or closed under us (the client was closed): start over
+            except Exception as exc:  # broken, or closed under us (client closed): start over
                 with self._guard:
+                    self._broken = exc
                     woken = self._table.on_disconnect()
                     mine = self._pubsub is pubsub  # else aclose() took it, and closes it
                     if mine:

@@ -1,0 +1,77 @@
+"""The least a Redis ACL user needs to run redlease: its keys, its channels, its commands.
+
+``acl_rules()`` returns the rules for ``ACL SETUSER <user> on ><password> <rules...>``::
+
+    ACL SETUSER app on >secret ~redlease:* &redlease:waiters:* +evalsha +eval +publish ...
+
+or, in an ``aclfile``, the same words after ``user app on >secret``. Nothing else is needed:
+Redis checks the commands a Lua script calls against the user's rules too, so the list holds
+every command in redlease's scripts (``src/redlease/lua``) besides the few the clients send
+themselves (``EVALSHA``; ``EVAL`` when the server lost its script cache; ``SUBSCRIBE`` to wait;
+``INFO`` by which Redlock tells its servers apart). With ``cluster=True``, the sharded
+pub/sub and ``CLUSTER`` subcommands the Cluster adapter uses; with ``replicas=True``, ``WAIT``
+and ``WAITAOF`` for ``wait_replicas``.
+"""
+
+from __future__ import annotations
+
+from ._core import validate
+
+__all__ = ["acl_rules"]
+
+SCRIPT_COMMANDS = (
+    "decr",
+    "del",
+    "exists",
+    "get",
+    "hdel",
+    "hget",
+    "hgetall",
+    "hincrby",
+    "hmget",
+    "hset",
+    "incr",
+    "incrby",
+    "pexpire",
+    "pttl",
+    "publish",
+    "set",
+    "time",
+    "type",
+    "zadd",
+    "zcard",
+    "zrange",
+    "zrangebylex",
+    "zrangebyscore",
+    "zrem",
+    "zscore",
+)
+"""Every command redlease's Lua scripts call (tests/test_acl.py checks this against them)."""
+
+CLIENT_COMMANDS = ("evalsha", "eval", "subscribe", "unsubscribe", "info", "ping")
+"""What redlease's connections send themselves. (redis-py also greets a server with ``CLIENT
+SETINFO``, which it does without if refused: allow ``+client|setinfo`` on Redis >= 7.2 to keep
+the library name in ``CLIENT LIST``.)"""
+
+CLUSTER_COMMANDS = ("spublish", "ssubscribe", "sunsubscribe", "cluster|myid", "cluster|slots")
+REPLICA_COMMANDS = ("wait", "waitaof")
+
+
+def acl_rules(
+    prefix: str = "redlease", *, cluster: bool = False, replicas: bool = False
+) -> list[str]:
+    """The ACL rules that let a user run every redlease primitive under ``prefix``.
+
+    :param prefix: the key prefix your primitives use (their ``prefix=``, default
+        ``"redlease"``): the user may touch ``<prefix>:*`` keys only. The waiters' channels
+        are always ``redlease:waiters:*``.
+    :param cluster: also what a Redis Cluster needs (sharded pub/sub, ``CLUSTER`` lookups).
+    :param replicas: also ``WAIT`` / ``WAITAOF``, for locks with ``wait_replicas``.
+    """
+    validate.prefix(prefix)
+    commands = [*SCRIPT_COMMANDS, *CLIENT_COMMANDS]
+    if cluster:
+        commands += CLUSTER_COMMANDS
+    if replicas:
+        commands += REPLICA_COMMANDS
+    return [f"~{prefix}:*", "&redlease:waiters:*", *(f"+{c}" for c in commands)]

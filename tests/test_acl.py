@@ -1,0 +1,125 @@
+"""A user with only ``redlease.acl_rules()`` runs every primitive; one without the waiters'
+channels is told clearly, not left hanging."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from importlib import resources
+
+import pytest
+import redis
+
+import redlease
+from redlease.acl import CLUSTER_COMMANDS, SCRIPT_COMMANDS, acl_rules
+from redlease.server import RedisServer
+from redlease.topology import ACLUser
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_the_rules_name_every_command_the_scripts_call() -> None:
+    called = set()
+    for script in resources.files("redlease").joinpath("lua").iterdir():
+        if script.name.endswith(".lua"):
+            called |= {
+                c.lower() for c in re.findall(r"redis\.p?call\('([A-Z]+)'", script.read_text())
+            }
+    called |= {"publish", "spublish"}  # lock_lib.lua's tell(): redis.call(command, ...)
+    assert called <= set(SCRIPT_COMMANDS) | set(CLUSTER_COMMANDS), called - set(SCRIPT_COMMANDS)
+
+
+def test_the_rules_keep_the_user_to_its_prefix_and_the_waiters_channels() -> None:
+    rules = acl_rules("shop")
+    assert rules[:2] == ["~shop:*", "&redlease:waiters:*"]
+    assert "+spublish" not in rules and "+spublish" in acl_rules(cluster=True)
+    assert "+wait" in acl_rules(replicas=True)
+    with pytest.raises(ValueError, match="prefix"):
+        acl_rules("bad prefix")
+
+
+def contend(client: redis.Redis, name: str) -> list[int]:
+    """Two threads take turns on one lock (the second waits: pub/sub, a grant), fences."""
+    fences: list[int] = []
+    errors: list[BaseException] = []
+    lock = redlease.Lock(client, name, ttl=5, timeout=5)
+
+    def run() -> None:
+        try:
+            for _ in range(3):
+                with lock as held:
+                    fences.append(held.fence)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    if errors:
+        raise errors[0]
+    return fences
+
+
+def test_a_user_with_only_these_rules_runs_every_primitive(
+    server: RedisServer, make_acl_user: Callable[..., ACLUser]
+) -> None:
+    user = make_acl_user("redlease-app", acl_rules())
+    client = server.client(**user.kwargs())
+    try:
+        assert sorted(contend(client, "acl:lock")) == list(range(1, 7))
+        rlock = redlease.RLock(client, "acl:rlock")
+        with rlock, rlock:
+            assert rlock.inspect().held
+        stock = redlease.Inventory(client, "acl:sku")
+        stock.restock(5)
+        stock.confirm(stock.reserve(user="u1", order_id="o1").order_id)
+        assert redlease.RateLimiter(client, "acl:api", limit=2).hit("k").allowed
+        with redlease.Semaphore(client, "acl:sem", 2):
+            pass
+        latch = redlease.CountDownLatch(client, "acl:latch")
+        assert latch.try_set_count(1) and latch.count_down() == 0 and latch.wait(1)
+        rw = redlease.ReadWriteLock(client, "acl:rw")
+        with rw.read:
+            pass
+        with rw.write as held:
+            redlease.FencedStore(client, "acl:record").write(held.fence, "v")
+        election = redlease.Election(client, "acl:election")
+        assert election.campaign("me", timeout=2)
+        election.resign()
+    finally:
+        redlease.close(client)
+        client.close()
+
+
+def test_twin_a_user_without_the_waiters_channels_is_told_clearly(
+    server: RedisServer, make_acl_user: Callable[..., ACLUser]
+) -> None:
+    """The twin: without ``&redlease:waiters:*``, a lock that must wait cannot subscribe; it
+    raises LockUnavailable naming the refusal (the rules above are what made the wait work)."""
+    rules = [r for r in acl_rules() if not r.startswith("&")]
+    user = make_acl_user("redlease-deaf", rules)
+    client = server.client(**user.kwargs())
+    holder = redlease.Lock(client, "acl:deaf", ttl=5)
+    try:
+        assert holder.acquire()  # no waiting: no channel needed
+        waiter = redlease.Lock(client, "acl:deaf", ttl=5, timeout=2)
+        errors: list[BaseException] = []
+
+        def wait() -> None:
+            try:
+                waiter.acquire()
+            except BaseException as exc:  # checked below
+                errors.append(exc)
+
+        thread = threading.Thread(target=wait)
+        thread.start()
+        thread.join(30)
+        assert len(errors) == 1 and isinstance(errors[0], redlease.LockUnavailable)
+        assert "permission" in str(errors[0]).lower() or "noperm" in str(errors[0]).lower()
+        holder.release()
+    finally:
+        redlease.close(client)
+        client.close()
