@@ -5,7 +5,6 @@ called for."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import subprocess
 import sys
@@ -101,10 +100,11 @@ def test_without_the_loop_end_hook_a_connection_is_left(
     monkeypatch.setattr(_synchronization.AsyncAtShutdown, "__init__", never)
     srv = make_server()
     run_a_loop_without_close(srv)
+    # Left open at the server. (-X dev also printed ResourceWarnings for it, at interpreter
+    # exit: since redlease keeps its idle connections, redis-py 8's pool bookkeeping keeps
+    # them reachable until then, so a gc.collect() here no longer shows them.)
     assert connections(srv) >= 1
     monkeypatch.undo()
-    with pytest.warns(ResourceWarning):  # what -X dev printed, nine times
-        gc.collect()
 
 
 def test_sync_close_does_not_wait_out_the_watchdog(make_server: Any) -> None:
