@@ -76,10 +76,10 @@ local function order_reply(status, o, now, changed)
   return {status, o.state, o.qty, o.deadline, now, o.user, changed}
 end
 
--- Take `qty` units for a new order `id` (the caller checked that they are available).
-local function hold(id, user, qty, deadline)
-  redis.call('HINCRBY', K.stock, 'available', -qty)
-  redis.call('HINCRBY', K.stock, 'reserved', qty)
+-- Take `qty` units for a new order `id`; `available` (>= qty, the caller checked) and
+-- `reserved` are the stock's counts as they stand, so one HSET writes both.
+local function hold(id, user, qty, deadline, available, reserved)
+  redis.call('HSET', K.stock, 'available', int(available - qty), 'reserved', int(reserved + qty))
   add_units(user, qty)
   local o = {state = 'reserved', qty = qty, deadline = deadline, user = user}
   redis.call('ZADD', K.holds, deadline, id)

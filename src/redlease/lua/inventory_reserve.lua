@@ -38,15 +38,17 @@ if limit > 0 then
 end
 
 -- 3. The stock, likewise: settle expired holds (at most as many as the units missing)
---    before answering sold out.
-local available = tonumber(redis.call('HGET', K.stock, 'available') or '0')
+--    before answering sold out. Settling moves units from reserved to available, so both
+--    counts stay exact without reading them again.
+local counts = redis.call('HMGET', K.stock, 'available', 'reserved')
+local available, reserved = tonumber(counts[1] or '0'), tonumber(counts[2] or '0')
 while available < qty do
   local freed, seen = settle_oldest(now, qty - available)
   if seen == 0 then break end
-  available = available + freed
+  available, reserved = available + freed, reserved - freed
 end
 if available < qty then return {'soldout', available, qty} end
 
 -- The one safety-critical step: available >= qty was read in this same script, so the
 -- count cannot go negative and no unit is held twice.
-return order_reply('order', hold(id, user, qty, now + hold_ms), now, 1)
+return order_reply('order', hold(id, user, qty, now + hold_ms, available, reserved), now, 1)
