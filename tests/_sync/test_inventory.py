@@ -11,7 +11,7 @@ import redis
 from redis.exceptions import ConnectionError, TimeoutError
 
 import redlease as redlease
-from redlease._core.inventory import SWEEP, TRANSITIONS, InventoryKeys
+from redlease._core.inventory import SWEEP, TRANSITIONS, WITHDRAW, InventoryKeys, decode_withdraw
 from tests._sync.helpers import wait_until
 from tests.support import Tasks
 
@@ -484,3 +484,76 @@ def test_outage_raises_inventory_unavailable(make_server: Any) -> None:
         assert isinstance(info.value.__cause__, (ConnectionError, TimeoutError, OSError))
         assert isinstance(info.value, redlease.InventoryError)
     client.close()
+
+
+# -- withdraw -------------------------------------------------------------------------------
+def withdraw_problems(client: redis.Redis, withdraw: Any) -> list[str]:
+    """What goes wrong when ``withdraw(qty)`` asks for more than is available while units
+    are held and sold: the refusal must take nothing and leave every buyer's units."""
+    inv = stocked(client, 10)
+    inv.reserve(user="u1", order_id="held", qty=3)
+    inv.reserve(user="u2", order_id="sold", qty=2)
+    inv.confirm("sold")
+    problems = []
+    try:
+        withdraw(7)  # 5 available: 2 of these would be held or sold units
+        problems.append("withdrawing more than the available units was not refused")
+    except redlease.SoldOut as exc:
+        if (exc.available, exc.requested) != (5, 7):
+            problems.append(f"wrong refusal: {exc}")
+    stock = raw_stock(client)
+    if stock != {"available": 5, "reserved": 3, "sold": 2, "total": 10}:
+        problems.append(f"the stock changed: {stock}")
+    return problems
+
+
+def test_withdraw_takes_only_available_units(client: redis.Redis) -> None:
+    inv = redlease.Inventory(client, "sku:1")
+    assert withdraw_problems(client, inv.withdraw) == []
+    assert inv.withdraw(4) == redlease.Stock(1, 3, 2, 6)
+    assert (inv.confirm("held")).state == "sold"  # the held units are still there
+    assert inv.withdraw(1) == redlease.Stock(0, 0, 5, 5)
+    with pytest.raises(redlease.SoldOut, match=r"cannot withdraw 1 units .*0 available"):
+        inv.withdraw(1)
+    assert raw_stock(client) == {"available": 0, "reserved": 0, "sold": 5, "total": 5}
+
+
+def test_withdraw_twin_without_the_check_is_caught(
+    client: redis.Redis,
+) -> None:
+    """The same check, on withdraw without its ``available < qty`` refusal, finds the harm."""
+    source = WITHDRAW.source.replace(
+        "if available < qty then return {'soldout', available, qty} end", ""
+    )
+    assert source != WITHDRAW.source
+
+    def unchecked(qty: int) -> Any:
+        raw = client.eval(source, 5, *keys("sku:1").all, qty)
+        return decode_withdraw(raw, "sku:1")
+
+    problems = withdraw_problems(client, unchecked)
+    assert "withdrawing more than the available units was not refused" in problems
+    assert any("the stock changed" in p and "'available': -2" in p for p in problems)
+
+
+def test_withdraw_first_settles_expired_holds(client: redis.Redis) -> None:
+    inv = stocked(client, 3)
+    inv.reserve(user="u1", order_id="o-1", qty=2, hold=0.2)
+    assert wait_until(lambda: expired(inv, "o-1"))
+    assert inv.withdraw(3) == redlease.Stock(0, 0, 0, 0)
+    assert raw_stock(client) == {"available": 0, "reserved": 0, "total": 0}
+    gone = inv.order("o-1")
+    assert gone is not None and gone.state == "expired"  # the id still answers retries
+
+
+@pytest.mark.parametrize(
+    ("qty", "error"),
+    [(0, ValueError), (-1, ValueError), (1.5, TypeError), (True, TypeError), ("3", TypeError)],
+)
+def test_bad_withdraw_is_refused(
+    client: redis.Redis, qty: Any, error: type
+) -> None:
+    inv = redlease.Inventory(client, "sku:1")
+    with pytest.raises(error, match=r"^qty "):
+        inv.withdraw(qty)
+    assert client.keys("*") == []

@@ -47,6 +47,7 @@ PINNED = {
     "inventory_reserve": "ad60cd63c482f04f94cefe2119f0a856fadea2fe",
     "inventory_restock": "ef6bf4ef35532233102e0eca823f48badc71ed4f",
     "inventory_snapshot": "4e620196454ff17a6a3ec9b3827513da0af72435",
+    "inventory_withdraw": "7b9b2808b8a5838631a0bd6952b60b83b50a2d70",
     "latch_count_down": "dd983e48bfd1efa5b718d16e5ead82db2194bb3f",
     "latch_inspect": "334ca9ba1441233d3a2c61a4ad53d663516a641a",
     "latch_leave": "d706b013e5900ba0ae6d29166ffab801b61b8de6",

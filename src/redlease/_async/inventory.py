@@ -24,9 +24,10 @@ class AsyncInventory:
     ``Inventory(client, "sku:1001")``; ``restock(100)``; then per purchase
     ``reserve(user=..., order_id=..., qty=1, hold=300.0, per_user_limit=1)`` holds units for
     ``hold`` seconds, ``confirm(order_id)`` sells them (payment went through) and
-    ``cancel(order_id)`` puts them back. A hold that is neither confirmed nor cancelled by its
-    deadline expires and its units return to stock. Each call is one Lua script, one round
-    trip; key layout and lifecycle are described in :mod:`redlease._core.inventory`.
+    ``cancel(order_id)`` puts them back; ``withdraw(qty)`` takes unsold units out of sale.
+    A hold that is neither confirmed nor cancelled by its deadline expires and its units
+    return to stock. Each call is one Lua script, one round trip; key layout and lifecycle
+    are described in :mod:`redlease._core.inventory`.
 
     Guaranteed, while the server keeps its data:
 
@@ -67,6 +68,17 @@ class AsyncInventory:
         """Add ``qty`` units (int >= 0) to the stock; returns the counts after it."""
         units = core.units(qty, "qty", minimum=0)
         return core.decode_stock(await self._run(core.RESTOCK, [units], "restock"))
+
+    async def withdraw(self, qty: int) -> Stock:
+        """Take ``qty`` units (int >= 1) out of sale, e.g. damaged or sold elsewhere.
+
+        The inverse of :meth:`restock`: ``available`` and ``total`` drop by ``qty``; units
+        held for an order or sold are never withdrawn. All or nothing: raises
+        :class:`~redlease.SoldOut` when fewer than ``qty`` units are available (expired
+        holds are returned to stock first). Returns the counts after it.
+        """
+        units = core.units(qty, "qty")
+        return core.decode_withdraw(await self._run(core.WITHDRAW, [units], "withdraw"), self.name)
 
     async def reserve(
         self,

@@ -52,6 +52,7 @@ __all__ = [
     "STATES",
     "SWEEP",
     "TRANSITIONS",
+    "WITHDRAW",
     "InventoryKeys",
     "Reservation",
     "State",
@@ -59,6 +60,7 @@ __all__ = [
     "decode_order",
     "decode_reply",
     "decode_stock",
+    "decode_withdraw",
     "ident",
     "not_found",
     "per_user_limit",
@@ -203,6 +205,31 @@ def decode_stock(raw: Any) -> Stock:
         raise ValueError(f"unexpected stock reply from an inventory script: {raw!r}") from exc
 
 
+def decode_withdraw(raw: Any, name: str | bytes) -> Stock:
+    """Decode the reply of withdraw: the counts after it, or :class:`~redlease.SoldOut`.
+
+    ``SoldOut`` is the same condition as for ``reserve``: fewer than the units asked for are
+    available (held and sold units are never withdrawn); nothing was taken.
+    """
+    try:
+        status = _text(raw[0])
+    except (TypeError, IndexError) as exc:
+        raise ValueError(f"unexpected reply from inventory_withdraw.lua: {raw!r}") from exc
+    if status != "soldout":
+        return decode_stock(raw)
+    try:
+        available, requested = int(raw[1]), int(raw[2])
+    except (TypeError, ValueError, IndexError) as exc:
+        raise ValueError(f"unexpected reply from inventory_withdraw.lua: {raw!r}") from exc
+    raise SoldOut(
+        f"cannot withdraw {requested} units from inventory {name!r}: {available} available, "
+        f"{requested} requested (held and sold units are never withdrawn)",
+        name=name,
+        available=available,
+        requested=requested,
+    )
+
+
 def decode_reply(raw: Any, name: str | bytes, order_id: str) -> Reservation | None:
     """Decode the reply of reserve, confirm, cancel or order: the order, or the refusal raised.
 
@@ -273,6 +300,7 @@ RESERVE = load("inventory_reserve", prelude=_LIB)
 CONFIRM = load("inventory_confirm", prelude=_LIB)
 CANCEL = load("inventory_cancel", prelude=_LIB)
 RESTOCK = load("inventory_restock", prelude=_LIB)
+WITHDRAW = load("inventory_withdraw", prelude=_LIB)
 SNAPSHOT = load("inventory_snapshot", prelude=_LIB)
 ORDER = load("inventory_order", prelude=_LIB)
-SCRIPTS: tuple[Script, ...] = (RESERVE, CONFIRM, CANCEL, RESTOCK, SNAPSHOT, ORDER)
+SCRIPTS: tuple[Script, ...] = (RESERVE, CONFIRM, CANCEL, RESTOCK, WITHDRAW, SNAPSHOT, ORDER)
