@@ -127,7 +127,7 @@ def _operation(name: str, client: Any, run: str, index: int, sha: str) -> Any:
         async def script(task: int, n: int) -> int:
             buyer = f"{index}.{task}.{n}"
             reply = await client.evalsha(
-                RESERVE.sha, len(names), *names, buyer, buyer, 1, 300_000, 1
+                RESERVE.sha, len(names), *names, buyer, buyer, 1, 300_000, 1, 0
             )
             assert reply[0] == b"order", reply
             return 0

@@ -527,7 +527,7 @@ async def test_withdraw_twin_without_the_check_is_caught(
     assert source != WITHDRAW.source
 
     async def unchecked(qty: int) -> Any:
-        raw = await async_client.eval(source, 5, *keys("sku:1").all, qty)
+        raw = await async_client.eval(source, 6, *keys("sku:1").all, qty, 0)
         return decode_withdraw(raw, "sku:1")
 
     problems = await withdraw_problems(async_client, unchecked)

@@ -528,7 +528,7 @@ def test_withdraw_twin_without_the_check_is_caught(
     assert source != WITHDRAW.source
 
     def unchecked(qty: int) -> Any:
-        raw = client.eval(source, 5, *keys("sku:1").all, qty)
+        raw = client.eval(source, 6, *keys("sku:1").all, qty, 0)
         return decode_withdraw(raw, "sku:1")
 
     problems = withdraw_problems(client, unchecked)

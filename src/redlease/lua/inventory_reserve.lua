@@ -1,11 +1,12 @@
 -- inventory_reserve.lua: hold `qty` units for order `id` of `user`, in one round trip.
 --
--- KEYS[1..5] stock, orders, holds, userholds, users (see inventory_lib.lua)
--- ARGV[1] order id   names one purchase forever
+-- KEYS[1..6] stock, orders, holds, userholds, users, settled (see inventory_lib.lua)
+-- ARGV[1] order id   names one purchase (forever, or until forgotten: ARGV[6])
 -- ARGV[2] user       who buys
 -- ARGV[3] qty        units (integer >= 1)
 -- ARGV[4] hold       ms the units stay held for payment (integer >= 1)
 -- ARGV[5] limit      the user's limit in units of live holds and sold orders; 0: none
+-- ARGV[6] retention  ms a settled order id is kept, then forgotten (integer >= 0; 0: forever)
 -- Returns {"order", ...}     the reservation: new (changed = 1), or the known order (0)
 --         {"conflict", ...}  the id belongs to another purchase (other user or qty)
 --         {"limit", limit, already, requested}
@@ -13,8 +14,9 @@
 -- Checks in this order: known order id, user limit, stock. Nothing is taken on a refusal.
 local id, user, qty = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local hold_ms, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
+RETAIN = tonumber(ARGV[6])
 local now = now_ms()
-settle_oldest(now, SWEEP)
+sweep(now)
 
 -- 1. A known order id is the same purchase again (a retry): answer it, never take more,
 --    whatever its state, also after it was cancelled or expired.
