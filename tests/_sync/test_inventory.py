@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Any
 
@@ -11,7 +12,9 @@ import redis
 from redis.exceptions import ConnectionError, TimeoutError
 
 import redlease as redlease
-from redlease._core.inventory import SWEEP, TRANSITIONS, InventoryKeys
+from redlease._core import inventory as inventory_core
+from redlease._core.inventory import SWEEP, TRANSITIONS, WITHDRAW, InventoryKeys, decode_withdraw
+from redlease._core.scripts import Script
 from tests._sync.helpers import wait_until
 from tests.support import Tasks
 
@@ -484,3 +487,182 @@ def test_outage_raises_inventory_unavailable(make_server: Any) -> None:
         assert isinstance(info.value.__cause__, (ConnectionError, TimeoutError, OSError))
         assert isinstance(info.value, redlease.InventoryError)
     client.close()
+
+
+# -- withdraw -------------------------------------------------------------------------------
+def withdraw_problems(client: redis.Redis, withdraw: Any) -> list[str]:
+    """What goes wrong when ``withdraw(qty)`` asks for more than is available while units
+    are held and sold: the refusal must take nothing and leave every buyer's units."""
+    inv = stocked(client, 10)
+    inv.reserve(user="u1", order_id="held", qty=3)
+    inv.reserve(user="u2", order_id="sold", qty=2)
+    inv.confirm("sold")
+    problems = []
+    try:
+        withdraw(7)  # 5 available: 2 of these would be held or sold units
+        problems.append("withdrawing more than the available units was not refused")
+    except redlease.SoldOut as exc:
+        if (exc.available, exc.requested) != (5, 7):
+            problems.append(f"wrong refusal: {exc}")
+    stock = raw_stock(client)
+    if stock != {"available": 5, "reserved": 3, "sold": 2, "total": 10}:
+        problems.append(f"the stock changed: {stock}")
+    return problems
+
+
+def test_withdraw_takes_only_available_units(client: redis.Redis) -> None:
+    inv = redlease.Inventory(client, "sku:1")
+    assert withdraw_problems(client, inv.withdraw) == []
+    assert inv.withdraw(4) == redlease.Stock(1, 3, 2, 6)
+    assert (inv.confirm("held")).state == "sold"  # the held units are still there
+    assert inv.withdraw(1) == redlease.Stock(0, 0, 5, 5)
+    with pytest.raises(redlease.SoldOut, match=r"cannot withdraw 1 units .*0 available"):
+        inv.withdraw(1)
+    assert raw_stock(client) == {"available": 0, "reserved": 0, "sold": 5, "total": 5}
+
+
+def test_withdraw_twin_without_the_check_is_caught(
+    client: redis.Redis,
+) -> None:
+    """The same check, on withdraw without its ``available < qty`` refusal, finds the harm."""
+    source = WITHDRAW.source.replace(
+        "if available < qty then return {'soldout', available, qty} end", ""
+    )
+    assert source != WITHDRAW.source
+
+    def unchecked(qty: int) -> Any:
+        raw = client.eval(source, 6, *keys("sku:1").all, qty, 0)
+        return decode_withdraw(raw, "sku:1")
+
+    problems = withdraw_problems(client, unchecked)
+    assert "withdrawing more than the available units was not refused" in problems
+    assert any("the stock changed" in p and "'available': -2" in p for p in problems)
+
+
+def test_withdraw_first_settles_expired_holds(client: redis.Redis) -> None:
+    inv = stocked(client, 3)
+    inv.reserve(user="u1", order_id="o-1", qty=2, hold=0.2)
+    assert wait_until(lambda: expired(inv, "o-1"))
+    assert inv.withdraw(3) == redlease.Stock(0, 0, 0, 0)
+    assert raw_stock(client) == {"available": 0, "reserved": 0, "total": 0}
+    gone = inv.order("o-1")
+    assert gone is not None and gone.state == "expired"  # the id still answers retries
+
+
+@pytest.mark.parametrize(
+    ("qty", "error"),
+    [(0, ValueError), (-1, ValueError), (1.5, TypeError), (True, TypeError), ("3", TypeError)],
+)
+def test_bad_withdraw_is_refused(
+    client: redis.Redis, qty: Any, error: type
+) -> None:
+    inv = redlease.Inventory(client, "sku:1")
+    with pytest.raises(error, match=r"^qty "):
+        inv.withdraw(qty)
+    assert client.keys("*") == []
+
+
+# -- retention of settled order ids -----------------------------------------------------------
+def retention_problems(client: redis.Redis) -> list[str]:
+    """A retry within the retention must find its order and take nothing more."""
+    inv = redlease.Inventory(client, "sku:1", retention=60.0)
+    inv.restock(2)
+    inv.reserve(user="u1", order_id="o-1")
+    inv.confirm("o-1")
+    retry = inv.reserve(user="u1", order_id="o-1")
+    problems = []
+    if retry.changed or retry.state != "sold":
+        problems.append(f"the retry was not recognised: {retry}")
+    if (stock := inv.snapshot()) != redlease.Stock(1, 0, 1, 2):
+        problems.append(f"the retry took units: {stock}")
+    return problems
+
+
+def test_retention_keeps_order_ids_for_that_long(client: redis.Redis) -> None:
+    assert retention_problems(client) == []
+    forget_at = client.zscore(keys("sku:1").settled, "o-1")
+    seconds, micros = client.time()
+    assert (
+        forget_at is not None and 50_000 < forget_at - (seconds * 1000 + micros // 1000) <= 60_000
+    )
+
+
+def test_retention_twin_that_forgets_at_once_is_caught(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same check, with scripts that forget settled orders before their time, fails."""
+    bound = "redis.call('ZRANGEBYSCORE', K.settled, '-inf', now,"
+    for name in ("RESERVE", "CONFIRM"):
+        script = getattr(inventory_core, name)
+        assert bound in script.source
+        source = script.source.replace(
+            bound, "redis.call('ZRANGEBYSCORE', K.settled, '-inf', '+inf',"
+        )
+        twin = Script(script.name, source, hashlib.sha1(source.encode()).hexdigest())
+        monkeypatch.setattr(inventory_core, name, twin)
+    problems = retention_problems(client)
+    assert any("the retry was not recognised" in p for p in problems)
+    assert any("the retry took units" in p for p in problems)
+
+
+def test_retention_forgets_settled_orders_after_it_a_bounded_number_per_call(
+    client: redis.Redis,
+) -> None:
+    inv = redlease.Inventory(client, "sku:1", retention=1.0)
+    inv.restock(SWEEP + 10)
+    for i in range(SWEEP + 5):
+        inv.reserve(user=f"u{i}", order_id=f"c-{i}")
+        inv.cancel(f"c-{i}")
+    inv.reserve(user="u1", order_id="sold")
+    inv.confirm("sold")
+    inv.reserve(user="u2", order_id="live", hold=300.0)
+    k = keys("sku:1")
+    assert client.zcard(k.settled) == SWEEP + 6
+    assert (inv.reserve(user="u0", order_id="c-0")).state == "cancelled"  # still known
+    last = client.zscore(k.settled, "sold")
+    assert last is not None
+
+    def due() -> bool:
+        s, m = client.time()
+        return s * 1000 + m // 1000 >= last
+
+    assert wait_until(due)
+    inv.restock(0)  # one writing call forgets SWEEP of them, oldest first
+    assert client.zcard(k.settled) == 6
+    assert client.hlen(k.orders) == 7  # 5 cancelled, sold, live
+    inv.restock(0)
+    assert client.exists(k.settled) == 0
+    assert set(client.hkeys(k.orders)) == {b"live"}  # the live hold stays
+    assert inv.order("sold") is None and inv.order("c-0") is None
+    assert inv.snapshot() == redlease.Stock(SWEEP + 8, 1, 1, SWEEP + 10)
+    assert client.hget(k.users, "u1") == b"1"  # sold units still count
+    again = inv.reserve(user="u0", order_id="c-0")  # a forgotten id: a new purchase
+    assert again.changed and again.state == "reserved"
+
+
+def test_without_retention_order_ids_are_kept(client: redis.Redis) -> None:
+    inv = stocked(client, 1)
+    inv.reserve(user="u1", order_id="o-1")
+    inv.cancel("o-1")
+    assert client.exists(keys("sku:1").settled) == 0
+    assert (inv.reserve(user="u1", order_id="o-1")).state == "cancelled"
+
+
+@pytest.mark.parametrize(
+    ("retention", "error"),
+    [
+        (0, ValueError),
+        (0.5, ValueError),
+        (-1, ValueError),
+        (math.nan, ValueError),
+        (math.inf, ValueError),
+        (400 * 86400, ValueError),
+        ("60", TypeError),
+        (True, TypeError),
+    ],
+)
+def test_bad_retention_is_refused(
+    client: redis.Redis, retention: Any, error: type
+) -> None:
+    with pytest.raises(error, match=r"^retention "):
+        redlease.Inventory(client, "sku:1", retention=retention)

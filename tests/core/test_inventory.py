@@ -13,7 +13,14 @@ from redlease._core import inventory as core
 
 def test_keys_share_one_hash_tag() -> None:
     keys = core.InventoryKeys.build("shop", b"sku:1001")
-    assert keys.all == [keys.stock, keys.orders, keys.holds, keys.userholds, keys.users]
+    assert keys.all == [
+        keys.stock,
+        keys.orders,
+        keys.holds,
+        keys.userholds,
+        keys.users,
+        keys.settled,
+    ]
     assert all(key.startswith(b"shop:{sku:1001}:") for key in keys.all)
 
 

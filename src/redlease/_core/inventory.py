@@ -10,10 +10,19 @@ prefix ``redlease`` and name ``sku:1001``::
     redlease:{sku:1001}:userholds  ZSET  "<#user>:<user><deadline:015d><order id>", score 0,
                                          reserved orders: one user's holds by ZRANGEBYLEX
     redlease:{sku:1001}:users      HASH  user -> units in the user's reserved and sold orders
+    redlease:{sku:1001}:settled    ZSET  order id -> when to forget it (server ms): settled
+                                         orders, only with a retention
 
 ``stock`` keeps ``available + reserved + sold == total`` after every script, none negative.
-``orders`` is the idempotency record: one field per order id, never deleted (measured on Redis
-7.0: about 100 bytes per order with 14-byte ids and 11-byte user names). ``holds`` and
+``orders`` is the idempotency record: one field per order id (measured on Redis 7.0: about 100
+bytes per order with 14-byte ids and 11-byte user names), kept forever by default. With a
+*retention* (``Inventory(..., retention=seconds)``), an order settled (sold, cancelled or
+expired) is forgotten that long after it was settled: writing scripts record it in ``settled``
+(about 60 bytes more while it waits) and forget at most :data:`SWEEP` orders whose time came per
+call, oldest first. So ``orders`` holds the live holds plus about (orders settled per second) x
+retention, and a retried ``reserve`` is recognised for at least the retention after the order
+settled; after that its id is unknown and would reserve anew. Orders settled before a retention
+was in use are kept forever, and clients of one inventory should use one retention. ``holds`` and
 ``userholds`` hold only live holds: a cancelled, expired or sold order leaves both. ``users``
 keeps buyers with units held or sold (about 60 bytes each); one whose units drop to 0 leaves.
 
@@ -43,7 +52,9 @@ from .scripts import Script, load
 __all__ = [
     "CANCEL",
     "CONFIRM",
+    "MAX_RETENTION",
     "MAX_UNITS",
+    "MIN_RETENTION",
     "ORDER",
     "RESERVE",
     "RESTOCK",
@@ -52,6 +63,7 @@ __all__ = [
     "STATES",
     "SWEEP",
     "TRANSITIONS",
+    "WITHDRAW",
     "InventoryKeys",
     "Reservation",
     "State",
@@ -59,14 +71,22 @@ __all__ = [
     "decode_order",
     "decode_reply",
     "decode_stock",
+    "decode_withdraw",
     "ident",
     "not_found",
     "per_user_limit",
+    "retention",
     "units",
 ]
 
 SWEEP = 100
 """Expired holds ``reserve`` settles per call, oldest first (bounded work per call)."""
+
+MAX_RETENTION = 366 * 86400.0
+"""The longest retention accepted, in seconds (a year): beyond any payment or retry window."""
+
+MIN_RETENTION = 1.0
+"""The shortest retention accepted, in seconds: a retry must still find its order."""
 
 MAX_UNITS = 10**12
 """The largest quantity, restock or limit accepted: far beyond any stock, and small enough that
@@ -94,16 +114,18 @@ class InventoryKeys:
     holds: bytes
     userholds: bytes
     users: bytes
+    settled: bytes
 
     @classmethod
     def build(cls, prefix: str, name: bytes) -> InventoryKeys:
         """Keys for ``name`` (already validated and encoded) under ``prefix``."""
-        return cls(*keys.tagged(prefix, name, "stock", "orders", "holds", "userholds", "users"))
+        suffixes = ("stock", "orders", "holds", "userholds", "users", "settled")
+        return cls(*keys.tagged(prefix, name, *suffixes))
 
     @property
     def all(self) -> list[bytes]:
-        """KEYS[1..5] of every inventory script."""
-        return [self.stock, self.orders, self.holds, self.userholds, self.users]
+        """KEYS[1..6] of every inventory script."""
+        return [self.stock, self.orders, self.holds, self.userholds, self.users, self.settled]
 
 
 @dataclass(frozen=True)
@@ -157,6 +179,21 @@ def per_user_limit(value: Any, arg: str = "per_user_limit") -> int:
     return 0 if value is None else units(value, arg)
 
 
+def retention(value: Any, arg: str = "retention") -> int:
+    """``None`` (keep settled order ids forever, sent as 0) or seconds, ``MIN_RETENTION <=
+    value <= MAX_RETENTION``, returned in whole milliseconds."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{arg} must be None or a number of seconds, got {type(value).__name__}")
+    if not MIN_RETENTION <= value <= MAX_RETENTION:  # NaN fails too
+        raise ValueError(
+            f"{arg} must be None or {MIN_RETENTION:g} to {MAX_RETENTION:.0f} seconds "
+            f"(a year), got {value!r}"
+        )
+    return round(value * 1000)
+
+
 def ident(value: Any, arg: str) -> str:
     """A user or order id: a non-empty ``str``."""
     if not isinstance(value, str):
@@ -201,6 +238,31 @@ def decode_stock(raw: Any) -> Stock:
         return Stock(int(raw[1]), int(raw[2]), int(raw[3]), int(raw[4]))
     except (TypeError, ValueError, IndexError) as exc:
         raise ValueError(f"unexpected stock reply from an inventory script: {raw!r}") from exc
+
+
+def decode_withdraw(raw: Any, name: str | bytes) -> Stock:
+    """Decode the reply of withdraw: the counts after it, or :class:`~redlease.SoldOut`.
+
+    ``SoldOut`` is the same condition as for ``reserve``: fewer than the units asked for are
+    available (held and sold units are never withdrawn); nothing was taken.
+    """
+    try:
+        status = _text(raw[0])
+    except (TypeError, IndexError) as exc:
+        raise ValueError(f"unexpected reply from inventory_withdraw.lua: {raw!r}") from exc
+    if status != "soldout":
+        return decode_stock(raw)
+    try:
+        available, requested = int(raw[1]), int(raw[2])
+    except (TypeError, ValueError, IndexError) as exc:
+        raise ValueError(f"unexpected reply from inventory_withdraw.lua: {raw!r}") from exc
+    raise SoldOut(
+        f"cannot withdraw {requested} units from inventory {name!r}: {available} available, "
+        f"{requested} requested (held and sold units are never withdrawn)",
+        name=name,
+        available=available,
+        requested=requested,
+    )
 
 
 def decode_reply(raw: Any, name: str | bytes, order_id: str) -> Reservation | None:
@@ -273,6 +335,7 @@ RESERVE = load("inventory_reserve", prelude=_LIB)
 CONFIRM = load("inventory_confirm", prelude=_LIB)
 CANCEL = load("inventory_cancel", prelude=_LIB)
 RESTOCK = load("inventory_restock", prelude=_LIB)
+WITHDRAW = load("inventory_withdraw", prelude=_LIB)
 SNAPSHOT = load("inventory_snapshot", prelude=_LIB)
 ORDER = load("inventory_order", prelude=_LIB)
-SCRIPTS: tuple[Script, ...] = (RESERVE, CONFIRM, CANCEL, RESTOCK, SNAPSHOT, ORDER)
+SCRIPTS: tuple[Script, ...] = (RESERVE, CONFIRM, CANCEL, RESTOCK, WITHDRAW, SNAPSHOT, ORDER)

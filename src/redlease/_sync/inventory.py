@@ -25,9 +25,10 @@ class Inventory:
     ``Inventory(client, "sku:1001")``; ``restock(100)``; then per purchase
     ``reserve(user=..., order_id=..., qty=1, hold=300.0, per_user_limit=1)`` holds units for
     ``hold`` seconds, ``confirm(order_id)`` sells them (payment went through) and
-    ``cancel(order_id)`` puts them back. A hold that is neither confirmed nor cancelled by its
-    deadline expires and its units return to stock. Each call is one Lua script, one round
-    trip; key layout and lifecycle are described in :mod:`redlease._core.inventory`.
+    ``cancel(order_id)`` puts them back; ``withdraw(qty)`` takes unsold units out of sale.
+    A hold that is neither confirmed nor cancelled by its deadline expires and its units
+    return to stock. Each call is one Lua script, one round trip; key layout and lifecycle
+    are described in :mod:`redlease._core.inventory`.
 
     Guaranteed, while the server keeps its data:
 
@@ -42,12 +43,21 @@ class Inventory:
       hold that has already expired;
     * a Redis failure raises :class:`~redlease.InventoryUnavailable` with the cause chained.
 
+    With ``retention``, an order id is kept for that long after its order settled (sold,
+    cancelled or expired), then forgotten: idempotency holds for retries within the
+    retention; a later ``reserve`` with the id is a new purchase. Default: kept forever.
+
     Not guaranteed: that a hold survives a failover to a replica that had not received it
     (replication is asynchronous), nor exact deadlines when the server's clock jumps.
     """
 
     def __init__(
-        self, client: redis.Redis, name: str | bytes, *, prefix: str = "redlease"
+        self,
+        client: redis.Redis,
+        name: str | bytes,
+        *,
+        prefix: str = "redlease",
+        retention: float | None = None,
     ) -> None:
         """Describe an inventory; nothing is sent to Redis until a method is called.
 
@@ -55,10 +65,15 @@ class Inventory:
         :param name: the inventory's name (str or bytes), e.g. the SKU; keys are
             ``<prefix>:{<name>}:...``.
         :param prefix: the key prefix (no white space or braces).
+        :param retention: seconds a settled order id is kept for retries (1 s to a year),
+            then forgotten; ``None`` (default): forever. Choose it longer than any client
+            may retry, and use the same value in every client of the inventory.
         """
         check_client(client)
         self._client = client
         self.name = name
+        self.retention = retention
+        self._retain = core.retention(retention)
         self._keys = InventoryKeys.build(validate.prefix(prefix), validate.name(name))
 
     def __repr__(self) -> str:
@@ -67,7 +82,20 @@ class Inventory:
     def restock(self, qty: int) -> Stock:
         """Add ``qty`` units (int >= 0) to the stock; returns the counts after it."""
         units = core.units(qty, "qty", minimum=0)
-        return core.decode_stock(self._run(core.RESTOCK, [units], "restock"))
+        reply = self._run(core.RESTOCK, [units, self._retain], "restock")
+        return core.decode_stock(reply)
+
+    def withdraw(self, qty: int) -> Stock:
+        """Take ``qty`` units (int >= 1) out of sale, e.g. damaged or sold elsewhere.
+
+        The inverse of :meth:`restock`: ``available`` and ``total`` drop by ``qty``; units
+        held for an order or sold are never withdrawn. All or nothing: raises
+        :class:`~redlease.SoldOut` when fewer than ``qty`` units are available (expired
+        holds are returned to stock first). Returns the counts after it.
+        """
+        units = core.units(qty, "qty")
+        reply = self._run(core.WITHDRAW, [units, self._retain], "withdraw")
+        return core.decode_withdraw(reply, self.name)
 
     def reserve(
         self,
@@ -94,6 +122,7 @@ class Inventory:
             core.units(qty, "qty"),
             validate.ttl_ms(hold, "hold"),
             core.per_user_limit(per_user_limit),
+            self._retain,
         ]
         reservation = self._order(core.RESERVE, args, "reserve", order_id)
         if reservation is None:  # pragma: no cover - the script never answers "missing"
@@ -128,7 +157,7 @@ class Inventory:
 
     # -- plumbing ---------------------------------------------------------------------------
     def _required(self, script: Script, action: str, order_id: str) -> Reservation:
-        args = [core.ident(order_id, "order_id")]
+        args = [core.ident(order_id, "order_id"), self._retain]
         reservation = self._order(script, args, action, order_id)
         if reservation is None:
             raise core.not_found(self.name, order_id)

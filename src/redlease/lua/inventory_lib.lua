@@ -1,15 +1,18 @@
 -- inventory_lib.lua: helpers prepended to every inventory script (reserve, confirm, cancel,
 -- restock, snapshot, order). The Python side is redlease/_core/inventory.py.
 --
--- KEYS are the same five in every inventory script; all share the hash tag {name}, so they
+-- KEYS are the same six in every inventory script; all share the hash tag {name}, so they
 -- live in one Redis Cluster slot:
 --   KEYS[1] stock      HASH  available, reserved, sold, total (units)
---   KEYS[2] orders     HASH  order id -> "<state>|<qty>|<deadline ms>|<user>"; never deleted
+--   KEYS[2] orders     HASH  order id -> "<state>|<qty>|<deadline ms>|<user>"; deleted only
+--                            once settled and past the retention (below)
 --   KEYS[3] holds      ZSET  order id -> hold deadline (server ms), for each reserved order
 --   KEYS[4] userholds  ZSET  "<#user>:<user><deadline, %015d><order id>", score 0, for each
 --                            reserved order: one user's holds in deadline order (ZRANGEBYLEX;
 --                            the byte length before ':' keeps one user's range from another's)
 --   KEYS[5] users      HASH  user -> units in the user's reserved and sold orders (> 0)
+--   KEYS[6] settled    ZSET  order id -> when to forget it (server ms), for each order settled
+--                            (sold, cancelled, expired) by a script called with a retention
 -- After every script: available + reserved + sold == total, none negative; reserved is the
 -- sum of qty over reserved orders and sold over sold ones.
 --
@@ -18,6 +21,11 @@
 -- settling it (close(..., 'expired')) returns its units to available. Writing scripts settle
 -- at most SWEEP expired holds per call, oldest first.
 --
+-- Retention: a writing script called with a retention RETAIN > 0 (ms; 0: keep order ids
+-- forever) records every order it settles in `settled`, to forget RETAIN ms later, and
+-- forgets at most SWEEP orders whose time came, oldest first (sweep()). Until then the id
+-- answers retries as before; after it, the id is unknown and may name a new purchase.
+--
 -- Replies about one order: {status, state, qty, deadline ms, now ms, user, changed (1/0)},
 -- status "order" (here it is), "closed" (the transition is refused in this state) or
 -- "conflict" (reserve: the id belongs to another purchase). Other replies: {"missing"},
@@ -25,8 +33,9 @@
 -- {"stock", available, reserved, sold, total} (expired holds counted as available).
 
 local K = {stock = KEYS[1], orders = KEYS[2], holds = KEYS[3], userholds = KEYS[4],
-           users = KEYS[5]}
+           users = KEYS[5], settled = KEYS[6]}
 local SWEEP = 100
+local RETAIN = 0  -- ms a settled order id is kept (0: forever); writing scripts set it
 
 -- What confirm and cancel do in each state (the same table as TRANSITIONS in Python):
 -- a new state, 'same' (a no-op returning the order) or 'closed' (refused).
@@ -76,10 +85,10 @@ local function order_reply(status, o, now, changed)
   return {status, o.state, o.qty, o.deadline, now, o.user, changed}
 end
 
--- Take `qty` units for a new order `id` (the caller checked that they are available).
-local function hold(id, user, qty, deadline)
-  redis.call('HINCRBY', K.stock, 'available', -qty)
-  redis.call('HINCRBY', K.stock, 'reserved', qty)
+-- Take `qty` units for a new order `id`; `available` (>= qty, the caller checked) and
+-- `reserved` are the stock's counts as they stand, so one HSET writes both.
+local function hold(id, user, qty, deadline, available, reserved)
+  redis.call('HSET', K.stock, 'available', int(available - qty), 'reserved', int(reserved + qty))
   add_units(user, qty)
   local o = {state = 'reserved', qty = qty, deadline = deadline, user = user}
   redis.call('ZADD', K.holds, deadline, id)
@@ -88,9 +97,10 @@ local function hold(id, user, qty, deadline)
   return o
 end
 
--- Close reserved order `id` into `state` (sold, cancelled or expired): its hold leaves both
--- sorted sets; sold units stay counted for the user, the others return to available.
-local function close(id, o, state)
+-- Close reserved order `id` into `state` (sold, cancelled or expired) at `now`: its hold
+-- leaves both sorted sets; sold units stay counted for the user, the others return to
+-- available. With a retention, the order is to be forgotten RETAIN ms from now.
+local function close(id, o, state, now)
   redis.call('ZREM', K.holds, id)
   redis.call('ZREM', K.userholds, user_hold(o, id))
   redis.call('HINCRBY', K.stock, 'reserved', -o.qty)
@@ -102,12 +112,13 @@ local function close(id, o, state)
   end
   o.state = state
   write_order(id, o)
+  if RETAIN > 0 then redis.call('ZADD', K.settled, now + RETAIN, id) end
 end
 
 -- If `o` is reserved past its deadline, expire it. Returns the units freed.
 local function settle(id, o, now)
   if o.state ~= 'reserved' or o.deadline > now then return 0 end
-  close(id, o, 'expired')
+  close(id, o, 'expired', now)
   return o.qty
 end
 
@@ -144,6 +155,22 @@ local function settle_user(user, now, count)
   return freed, #members
 end
 
+-- Forget up to `count` settled orders whose retention ran out, oldest first.
+local function forget(now, count)
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K.settled, '-inf', now, 'LIMIT', 0, count)) do
+    local o = read_order(id)
+    if o and o.state ~= 'reserved' then redis.call('HDEL', K.orders, id) end
+    redis.call('ZREM', K.settled, id)
+  end
+end
+
+-- The housekeeping of every writing script: settle SWEEP expired holds, then (with a
+-- retention) forget SWEEP orders past it. Bounded work per call.
+local function sweep(now)
+  settle_oldest(now, SWEEP)
+  if RETAIN > 0 then forget(now, SWEEP) end
+end
+
 -- The counts, with the expired holds not yet settled counted as available. Read-only; its
 -- work grows with those holds (writing scripts settle SWEEP of them per call).
 local function stock_reply(now)
@@ -160,13 +187,13 @@ end
 -- confirm or cancel order `id`, as TRANSITIONS says.
 local function transition(action, id)
   local now = now_ms()
-  settle_oldest(now, SWEEP)
+  sweep(now)
   local o = read_order(id)
   if not o then return {'missing'} end
   settle(id, o, now)
   local to = TRANSITIONS[action][o.state]
   if to == 'closed' then return order_reply('closed', o, now, 0) end
   if to == 'same' then return order_reply('order', o, now, 0) end
-  close(id, o, to)
+  close(id, o, to, now)
   return order_reply('order', o, now, 1)
 end

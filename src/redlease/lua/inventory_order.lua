@@ -1,6 +1,6 @@
 -- inventory_order.lua: one order as it stands now; never writes.
 --
--- KEYS[1..5] stock, orders, holds, userholds, users (see inventory_lib.lua)
+-- KEYS[1..6] stock, orders, holds, userholds, users, settled (see inventory_lib.lua)
 -- ARGV[1] order id
 -- Returns {"order", ...} (a reserved order past its deadline is shown expired) or {"missing"}
 local now = now_ms()
