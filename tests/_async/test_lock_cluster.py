@@ -102,10 +102,12 @@ async def test_a_blocked_waiter_sends_no_commands(  # type: ignore[no-redef]
     counted: list[Counter[str]] = []
 
     async def wait() -> bool:
-        return await waiter.acquire(timeout=1.5)
+        return await waiter.acquire(timeout=2.5)
 
     async def count() -> None:
-        await AsyncTasks.sleep(0.4)  # the waiter is queued and asleep by now
+        # The waiter is queued and asleep by now (its subscription on a cluster node and its
+        # first try take a few round trips: generous on a loaded machine).
+        await AsyncTasks.sleep(1.2)
         before = await _commands(cluster)
         await AsyncTasks.sleep(1.0)
         counted.append(await _commands(cluster) - before)

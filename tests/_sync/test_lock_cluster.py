@@ -103,10 +103,12 @@ def test_a_blocked_waiter_sends_no_commands(  # type: ignore[no-redef]
     counted: list[Counter[str]] = []
 
     def wait() -> bool:
-        return waiter.acquire(timeout=1.5)
+        return waiter.acquire(timeout=2.5)
 
     def count() -> None:
-        Tasks.sleep(0.4)  # the waiter is queued and asleep by now
+        # The waiter is queued and asleep by now (its subscription on a cluster node and its
+        # first try take a few round trips: generous on a loaded machine).
+        Tasks.sleep(1.2)
         before = _commands(cluster)
         Tasks.sleep(1.0)
         counted.append(_commands(cluster) - before)
