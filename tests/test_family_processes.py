@@ -210,9 +210,14 @@ def test_a_latch_set_one_short_releases_early(server: RedisServer) -> None:
 
 # -- Election: one leader at a time, terms strictly increase ------------------------------------
 TERMS = 15
+# asyncio twins: fewer processes (spawning is the cost), each an event loop running TASKS tasks.
+TASKS, ASYNC_PROCESSES, ASYNC_TERMS, ASYNC_RW_ROUNDS = 2, 4, 4, 20  # the last two per task
 
 
-def campaign_loop(url: str, elect: bool, start: Any) -> None:
+def campaign_loop(url: str, mode: str, elect: bool, start: Any) -> None:
+    if mode == "asyncio":
+        asyncio.run(_campaign_tasks(url, elect, start))
+        return
     client = redis.Redis.from_url(url)
     enter = client.register_script(ENTER)
     election = redlease.Election(client, "boss", ttl=5.0)
@@ -228,23 +233,49 @@ def campaign_loop(url: str, elect: bool, start: Any) -> None:
             election.resign()
 
 
-def run_election(server: RedisServer, elect: bool) -> tuple[int, list[int]]:
+async def _campaign_tasks(url: str, elect: bool, start: Any) -> None:
+    """One event loop per process, TASKS campaigning tasks in it (each its own Election)."""
+    client = redis.asyncio.Redis.from_url(url)
+    enter = client.register_script(ENTER)
+    start.wait(30)
+
+    async def campaign(task: int) -> None:
+        election = redlease.asyncio.Election(client, "boss", ttl=5.0)
+        for _ in range(ASYNC_TERMS):
+            if elect:
+                assert await election.campaign(f"pid-{os.getpid()}.{task}", timeout=60)
+            await enter(keys=["leaders", "most"])
+            await client.rpush("terms", election.term or 0)
+            await asyncio.sleep(0.002)
+            await client.decr("leaders")
+            if elect:
+                await election.resign()
+
+    await asyncio.gather(*(campaign(t) for t in range(TASKS)))
+    await client.aclose()
+
+
+def run_election(server: RedisServer, mode: str, elect: bool) -> tuple[int, list[int]]:
     client = server.client()
     client.flushall()
-    run_workers(campaign_loop, (server.url, elect), n=6)
+    run_workers(
+        campaign_loop, (server.url, mode, elect), n=6 if mode == "sync" else ASYNC_PROCESSES
+    )
     return int(client.get("most") or 0), [int(t) for t in client.lrange("terms", 0, -1)]
 
 
-def test_one_leader_at_a_time_with_increasing_terms(server: RedisServer) -> None:
-    most, terms = run_election(server, elect=True)
+@pytest.mark.parametrize("mode", ["sync", "asyncio"])
+def test_one_leader_at_a_time_with_increasing_terms(server: RedisServer, mode: str) -> None:
+    most, terms = run_election(server, mode, elect=True)
     assert most == 1
-    assert len(terms) == 6 * TERMS
+    assert len(terms) == (6 * TERMS if mode == "sync" else ASYNC_PROCESSES * TASKS * ASYNC_TERMS)
     assert all(a < b for a, b in itertools.pairwise(terms))
 
 
-def test_without_the_election_several_lead_at_once(server: RedisServer) -> None:
+@pytest.mark.parametrize("mode", ["sync", "asyncio"])
+def test_without_the_election_several_lead_at_once(server: RedisServer, mode: str) -> None:
     """The twin: the same workers, each acting as leader unelected, are caught."""
-    most, terms = run_election(server, elect=False)
+    most, terms = run_election(server, mode, elect=False)
     assert most > 1
     assert not all(a < b for a, b in itertools.pairwise(terms))
 
@@ -298,7 +329,10 @@ end
 RW_ROUNDS = 60
 
 
-def read_and_write(url: str, guarded: bool, start: Any) -> None:
+def read_and_write(url: str, mode: str, guarded: bool, start: Any) -> None:
+    if mode == "asyncio":
+        asyncio.run(_read_and_write_tasks(url, guarded, start))
+        return
     client = redis.Redis.from_url(url)
     enter = client.register_script(RW_ENTER)
     rw = redlease.ReadWriteLock(client, "table", ttl=5.0)
@@ -314,20 +348,47 @@ def read_and_write(url: str, guarded: bool, start: Any) -> None:
             client.decr(kind)
 
 
-def rw_violations(server: RedisServer, guarded: bool) -> tuple[int, int]:
+async def _read_and_write_tasks(url: str, guarded: bool, start: Any) -> None:
+    """One event loop per process, TASKS tasks in it sharing one ReadWriteLock (holds belong
+    to the task), so readers and writers also meet inside the process."""
+    client = redis.asyncio.Redis.from_url(url)
+    enter = client.register_script(RW_ENTER)
+    rw = redlease.asyncio.ReadWriteLock(client, "table", ttl=5.0)
+    start.wait(30)
+
+    async def loop(task: int) -> None:
+        for i in range(ASYNC_RW_ROUNDS):
+            writing = (i + task) % 4 == 0
+            side = rw.write if writing and guarded else rw.read
+            kind = "writers" if writing else "readers"
+            other = "readers" if writing else "writers"
+            async with side:
+                await enter(keys=[kind, other])
+                await asyncio.sleep(0.002)
+                await client.decr(kind)
+
+    await asyncio.gather(*(loop(t) for t in range(TASKS)))
+    await client.aclose()
+
+
+def rw_violations(server: RedisServer, mode: str, guarded: bool) -> tuple[int, int]:
     client = server.client()
     client.flushall()
-    run_workers(read_and_write, (server.url, guarded))
+    run_workers(
+        read_and_write, (server.url, mode, guarded), WORKERS if mode == "sync" else ASYNC_PROCESSES
+    )
     return int(client.get("violations") or 0), int(client.get("most") or 0)
 
 
-def test_readers_share_and_writers_are_alone(server: RedisServer) -> None:
-    violations, most_readers = rw_violations(server, guarded=True)
+@pytest.mark.parametrize("mode", ["sync", "asyncio"])
+def test_readers_share_and_writers_are_alone(server: RedisServer, mode: str) -> None:
+    violations, most_readers = rw_violations(server, mode, guarded=True)
     assert violations == 0
     assert most_readers >= 1
 
 
-def test_writers_taking_read_shares_are_caught(server: RedisServer) -> None:
+@pytest.mark.parametrize("mode", ["sync", "asyncio"])
+def test_writers_taking_read_shares_are_caught(server: RedisServer, mode: str) -> None:
     """The twin: writers that take only a read share overlap readers, and the checker sees it."""
-    violations, _ = rw_violations(server, guarded=False)
+    violations, _ = rw_violations(server, mode, guarded=False)
     assert violations > 0

@@ -2,6 +2,7 @@
 
     python -m tests.chaos --seed 7 --ops 100000 --target lock
     python -m tests.chaos --seed 7 --ops 100000 --target redlock --max-seconds 3600
+    python -m tests.chaos --seed 7 --ops 5000 --target cluster --max-seconds 600
     python -m tests.chaos --seed 7 --ops 2000 --unfenced        # the twin: stale writes show
 
 Exit status: 0 if no stale write was accepted (fenced) and the run completed, 1 otherwise.
@@ -17,14 +18,14 @@ from pathlib import Path
 
 from .harness import ChaosConfig, run, summary
 from .history import check, parse
-from .schedule import KINDS
+from .schedule import CLUSTER_KINDS, KINDS
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.chaos", description=__doc__)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--ops", type=int, default=100_000, help="acquire/write/release cycles")
-    parser.add_argument("--target", choices=("lock", "redlock"), default="lock")
+    parser.add_argument("--target", choices=("lock", "redlock", "cluster"), default="lock")
     parser.add_argument("--min-faults", type=int, default=20, help="of every kind, at least")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--ttl", type=float, default=0.5, help="lease, seconds")
@@ -49,7 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         fenced=not args.unfenced,
         max_seconds=args.max_seconds,
         gap=args.gap,
-        kinds=tuple(args.kinds.split(",")) if args.kinds is not None else KINDS,
+        kinds=tuple(args.kinds.split(","))
+        if args.kinds is not None
+        else (CLUSTER_KINDS if args.target == "cluster" else KINDS),
         progress=lambda line: print(line, file=sys.stderr, flush=True),
     )
     outcome = run(config, args.history)

@@ -39,6 +39,7 @@ import redis
 
 from redlease._core.lock import LockKeys
 from redlease.server import RedisServer
+from redlease.topology import RedisClusterServers
 
 from . import worker as worker_mod
 from .history import Report, check, parse
@@ -56,7 +57,7 @@ class ChaosConfig:
     """One run. ``ops``: stop once this many acquire -> write -> release cycles completed and
     every kind was injected ``min_faults`` times (or at ``max_seconds``)."""
 
-    target: str = "lock"  # "lock" or "redlock" (5 servers)
+    target: str = "lock"  # "lock", "redlock" (5 servers) or "cluster" (3 masters + 3 replicas)
     seed: int = 1
     ops: int = 2000
     min_faults: int = 20
@@ -88,11 +89,17 @@ class _Run:
         self.config = config
         self.workdir = workdir
         self.resource = RedisServer()
-        count = 5 if config.target == "redlock" else 1
+        count = {"lock": 1, "redlock": 5, "cluster": 0}[config.target]
         self.servers = [
             RedisServer(appendonly=True, appendfsync="no", config={"hz": "50"})
             for _ in range(count)
         ]
+        # The cluster target: the test fixtures' cluster, reached directly (no proxies: the
+        # client learns every node's real address from CLUSTER SLOTS, so a proxy in front of
+        # the start-up nodes would be bypassed). Hence only the process and server lanes.
+        self.cluster: RedisClusterServers | None = None
+        if config.target == "cluster":
+            self.cluster = RedisClusterServers(masters=3, replicas_per_master=1)
         self.proxies: list[ChaosProxy] = []
         self.state = SPAWN.Array("i", config.workers, lock=False)
         # Lock-free shared memory: a worker stopped or killed while holding a lock would hang
@@ -112,6 +119,8 @@ class _Run:
     # -- set-up and tear-down ---------------------------------------------------------------
     def start(self) -> None:
         self.resource.start()
+        if self.cluster is not None:
+            self.cluster.start()
         for srv in self.servers:
             srv.start()
             self.proxies.append(ChaosProxy(srv.port))
@@ -142,6 +151,12 @@ class _Run:
         for srv in [*self.servers, self.resource]:
             with contextlib.suppress(Exception):
                 srv.stop()
+        if self.cluster is not None:
+            with contextlib.suppress(Exception):
+                for srv in self.cluster.nodes:
+                    if srv.paused:
+                        srv.resume()
+            self.cluster.close()
 
     def _spawn(self, slot: int) -> None:
         gen = self.generation[slot]
@@ -151,6 +166,7 @@ class _Run:
             worker=name,
             slot=slot,
             lock_urls=tuple(p.url for p in self.proxies),
+            cluster_ports=tuple(n.port for n in self.cluster.nodes) if self.cluster else (),
             resource_url=self.resource.url,
             names=self.config.names,
             ttl=self.config.ttl,
@@ -202,6 +218,8 @@ class _Run:
         """Inject one fault; its target's description, or None if it could not be placed."""
         if f.kind in ("pause", "kill"):
             return self._hit_holder(f)
+        if self.cluster is not None:
+            return self._cluster_fault(f)
         index = int(f.pick * len(self.servers))
         srv, proxy = self.servers[index], self.proxies[index]
         target = f"server {index}"
@@ -228,6 +246,39 @@ class _Run:
         else:  # pragma: no cover
             raise ValueError(f"unknown fault {f.kind!r}")
         return target
+
+    def _cluster_fault(self, f: Planned) -> str | None:
+        """``stop``: SIGKILL the master of a slot, wait for its replica to take over, wait
+        ``length``, bring the old master back (as a replica); ``hang``: SIGSTOP a master for
+        ``length``. Other kinds have no cluster form here (None: not injected)."""
+        assert self.cluster is not None
+        masters = self.cluster.masters
+        srv = masters[int(f.pick * len(masters))]
+        target = f"node {srv.port}"
+        if f.kind == "stop":
+            self.cluster.kill_master_of(self._key_on(srv))
+            self._sleep(f.length)
+            self.cluster.heal()
+        elif f.kind == "hang":
+            srv.pause()
+            self._sleep(f.length)
+            srv.resume()
+            self.cluster.wait_healthy()
+        else:
+            return None
+        return target
+
+    def _key_on(self, srv: RedisServer) -> str:
+        """A key whose slot ``srv`` owns (one of the run's lock keys if possible)."""
+        assert self.cluster is not None
+        for name in self.config.names:
+            key = LockKeys.build("redlease", name.encode()).lock
+            if self.cluster.master_of(key) is srv:
+                return key.decode()
+        for i in range(10_000):
+            if self.cluster.master_of(f"{{k{i}}}") is srv:
+                return f"{{k{i}}}"
+        raise RuntimeError(f"no key found on {srv!r}")
 
     def _sleep(self, seconds: float) -> None:
         self.stop_faults.wait(seconds)
@@ -264,7 +315,7 @@ class _Run:
         return None
 
     def _restart_empty(self, srv: RedisServer, proxy: ChaosProxy) -> None:
-        restore = self.config.target == "lock"
+        restore = self.config.target == "lock"  # (cluster: no restart-empty, see _apply)
         keys = [LockKeys.build("redlease", n.encode()).fence for n in self.config.names]
         before: list[Any] = []
         if restore:
@@ -341,7 +392,11 @@ def run(config: ChaosConfig, workdir: str | Path | None = None) -> Outcome:
 def summary(outcome: Outcome) -> str:
     """A plain-text table of one run."""
     cfg, rep = outcome.config, outcome.report
-    target = "Lock (1 server)" if cfg.target == "lock" else "Redlock (5 servers)"
+    target = {
+        "lock": "Lock (1 server)",
+        "redlock": "Redlock (5 servers)",
+        "cluster": "Lock on Redis Cluster (3 masters + 3 replicas)",
+    }[cfg.target]
     check_kind = "fenced store" if cfg.fenced else "UNFENCED twin"
     rows = [
         ("target", f"{target}, {check_kind}, ttl {cfg.ttl:g} s"),

@@ -21,7 +21,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["KINDS", "LANES", "Planned", "plan"]
+__all__ = ["CLUSTER_KINDS", "KINDS", "LANES", "Planned", "plan"]
 
 LANES: dict[str, tuple[str, ...]] = {
     "process": ("pause", "kill"),
@@ -29,6 +29,9 @@ LANES: dict[str, tuple[str, ...]] = {
     "network": ("latency", "stall", "drop"),
 }
 KINDS: tuple[str, ...] = tuple(k for kinds in LANES.values() for k in kinds)
+CLUSTER_KINDS: tuple[str, ...] = ("pause", "kill", "stop", "hang")
+"""The kinds the cluster target injects: no proxies (network lane) and no empty restart (a
+node restarted without its ``nodes.conf`` would leave the cluster)."""
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ asserted; the runs are bounded by ``max_seconds``.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import time
 
@@ -19,7 +20,7 @@ from redis.retry import Retry
 from redlease.server import RedisServer
 from tests.chaos.harness import ChaosConfig, run, summary
 from tests.chaos.proxy import ChaosProxy
-from tests.chaos.schedule import KINDS
+from tests.chaos.schedule import CLUSTER_KINDS, KINDS
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -34,6 +35,22 @@ def test_short_schedule_accepts_no_stale_write() -> None:
     assert report.stale == [], summary(outcome)
     assert report.refused > 0  # the fence did refuse late writes: the faults had teeth
     assert report.overlaps, "no pause produced an overlap: the schedule missed the holders"
+
+
+@pytest.mark.skipif(
+    os.environ.get("REDLEASE_CHAOS_CLUSTER") != "1",
+    reason="opt-in (REDLEASE_CHAOS_CLUSTER=1): starts a 6-node cluster and fails masters over",
+)
+def test_cluster_target_fails_masters_over_and_accepts_no_stale_write() -> None:
+    """The cluster target end to end, small: each cluster kind at least twice, 0 stale."""
+    config = ChaosConfig(
+        target="cluster", seed=7, ops=300, min_faults=2, max_seconds=120, kinds=CLUSTER_KINDS
+    )
+    outcome = run(config)
+    print(summary(outcome))
+    assert outcome.complete, outcome.notes
+    assert all(outcome.injected[kind] >= 2 for kind in CLUSTER_KINDS), outcome.injected
+    assert outcome.report.stale == [], summary(outcome)
 
 
 def test_twin_without_the_fence_check_the_checker_catches_stale_writes() -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 import redis
+import redis.cluster
 from redis.exceptions import RedisError
 
 import redlease
@@ -32,6 +33,7 @@ class WorkerConfig:
     worker: str
     slot: int
     lock_urls: tuple[str, ...]  # one: Lock; several: Redlock over all
+    cluster_ports: tuple[int, ...]  # not empty: a Lock on the cluster of these nodes
     resource_url: str
     names: tuple[str, ...]
     ttl: float
@@ -53,7 +55,10 @@ def run(config: WorkerConfig, state: Any, ops: Any, stop: Any) -> None:
     """
     rng = random.Random(config.seed)
     kwargs = {"socket_timeout": config.socket_timeout, "socket_connect_timeout": 0.5}
-    clients = [redis.Redis.from_url(u, **kwargs) for u in config.lock_urls]
+    clients: list[Any] = [redis.Redis.from_url(u, **kwargs) for u in config.lock_urls]
+    if config.cluster_ports:
+        nodes = [redis.cluster.ClusterNode("127.0.0.1", p) for p in config.cluster_ports]
+        clients = [redis.cluster.RedisCluster(startup_nodes=nodes, **kwargs)]
     resource = redis.Redis.from_url(config.resource_url, socket_timeout=10.0)
     locks: dict[str, Any] = {}
     stores: dict[str, redlease.FencedStore] = {}

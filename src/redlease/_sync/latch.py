@@ -36,6 +36,10 @@ class CountDownLatch:
     The latch is reusable: once open, ``try_set_count`` starts the next round. A waiter that
     began waiting in one round is released when that round ends, even if the next round has
     started by the time it looks.
+
+    The count has no lease (see docs/safety.md): a process that dies before its
+    ``count_down()`` leaves the round counting, and ``wait()`` returns False at its timeout.
+    Count-downs are anonymous, so whoever knows a worker died may count down in its place.
     """
 
     def __init__(self, client: redis.Redis, name: str | bytes, *, prefix: str = "redlease"):
