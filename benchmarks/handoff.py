@@ -445,7 +445,40 @@ def _floor_ops(cfg: Config, run_id: str, aclient: Any, closers: list) -> dict[st
         await aclient.set(afloor_key, token, nx=True, px=10000)
         await aclient.evalsha(sha, 1, afloor_key, token)
 
-    return {"floor": (False, floor), "floor-async": (True, afloor)}
+    # The kept-connection floors: the same two commands on one connection taken from a pool
+    # once (send, then read; no pool checkout per call).
+    from redlease._compat import AsyncConnections, Connections
+
+    kconn = Connections.get(r.connection_pool)
+    closers.insert(0, lambda: r.connection_pool.release(kconn))
+    kkey = f"bench:{run_id}:kept"
+
+    def kept() -> None:
+        token = secrets.token_hex(16)
+        kconn.send_command("SET", kkey, token, "NX", "PX", 10000)
+        kconn.read_response()
+        kconn.send_command("EVALSHA", sha, 1, kkey, token)
+        kconn.read_response()
+
+    akconn: list[Any] = []
+    akkey = f"bench:{run_id}:akept"
+
+    async def akept() -> None:
+        if not akconn:
+            akconn.append(await AsyncConnections.get(aclient.connection_pool))
+        conn = akconn[0]
+        token = secrets.token_hex(16)
+        await conn.send_command("SET", akkey, token, "NX", "PX", 10000)
+        await conn.read_response()
+        await conn.send_command("EVALSHA", sha, 1, akkey, token)
+        await conn.read_response()
+
+    return {
+        "floor": (False, floor),
+        "floor-async": (True, afloor),
+        "kept": (False, kept),
+        "kept-async": (True, akept),
+    }
 
 
 def _lock_ops(
@@ -494,6 +527,10 @@ def _add_floor_ratios(out: dict[str, Any]) -> None:
             row["ratio_floor"] = row["p50_us"] / floor_p50
         if afloor_p50:
             row["ratio_floor_async"] = row["p50_us"] / afloor_p50
+        for kept in ("kept", "kept-async"):
+            kept_p50 = out.get(kept, {}).get("p50_us")
+            if kept_p50:
+                row[f"ratio_{kept.replace('-', '_')}"] = row["p50_us"] / kept_p50
 
 
 def bench_uncontended(cfg: Config, run_id: str) -> dict[str, Any]:
@@ -725,10 +762,12 @@ def _report_uncontended(cfg: Config, u: dict[str, Any], failed: list[str]) -> No
     labels = {
         "floor": "raw floor: SET NX PX + EVALSHA del",
         "floor-async": "raw floor, redis.asyncio",
+        "kept": "kept-connection floor (send+read)",
+        "kept-async": "kept-connection floor, asyncio",
         **LIBS,
         DIAG_NORENEW: "  (diagnostic: redlease renew=False)",
     }
-    keys = ["floor", "floor-async", *cfg.libs]
+    keys = ["floor", "floor-async", "kept", "kept-async", *cfg.libs]
     if "redlease" in keys:
         keys.insert(keys.index("redlease") + 1, DIAG_NORENEW)
     for key in keys:
@@ -747,8 +786,10 @@ def _report_uncontended(cfg: Config, u: dict[str, Any], failed: list[str]) -> No
             if not ok:
                 failed.append(f"uncontended redlease p50 {row['ratio_floor']:.2f}x floor")
         extra = ""
-        if key in ASYNC_LIBS or key == "floor-async":
+        is_async = key in ASYNC_LIBS or key in ("floor-async", "kept-async")
+        if is_async:
             extra = f"{row.get('ratio_floor_async', float('nan')):.2f}x"
+        kept_ratio = row.get("ratio_kept_async" if is_async else "ratio_kept", float("nan"))
         rows.append(
             [
                 labels[key],
@@ -757,13 +798,18 @@ def _report_uncontended(cfg: Config, u: dict[str, Any], failed: list[str]) -> No
                 fmt(row["p99_us"], ".0f"),
                 f"{row['ratio_floor']:.2f}x",
                 extra,
+                f"{kept_ratio:.2f}x",
                 target,
             ]
         )
     print_table(
-        ["library", "ops/s", "p50 us", "p99 us", "p50/floor", "p50/async floor", "target"],
+        [
+            "library",
+            *("ops/s", "p50 us", "p99 us"),
+            *("p50/floor", "p50/async floor", "p50/kept", "target"),
+        ],
         rows,
-        "lrrrrrl",
+        "lrrrrrrl",
     )
 
 
