@@ -1,5 +1,9 @@
 """``redlease inspect NAME``: whether a lock is held, its lease, fencing counter and waiters.
 
+``--kind`` inspects the coordination family instead: a read/write lock (readers, writer), a
+semaphore (permits used/free, holders' leases), a count-down latch (count) or an election
+(leader and term), each through its own public ``inspect()``.
+
 It reads the lock through the public API, :meth:`redlease.Lock.inspect`: the command line sees
 exactly what a program would, and refuses what the library refuses (a key of the lock that
 holds data redlease did not write).
@@ -8,6 +12,7 @@ holds data redlease did not write).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from typing import Any
@@ -24,7 +29,20 @@ from ._common import (
     unavailable,
 )
 
-__all__ = ["EX_FOREIGN", "add_parser", "command", "format_text", "lock_key", "report"]
+__all__ = [
+    "EX_FOREIGN",
+    "KINDS",
+    "add_parser",
+    "command",
+    "family_report",
+    "format_family",
+    "format_text",
+    "lock_key",
+    "report",
+]
+
+KINDS = ("lock", "rwlock", "semaphore", "latch", "election")
+"""The values of ``--kind``: which primitive NAME is."""
 
 EX_FOREIGN = 1
 """A key of the lock holds data redlease did not write (another program uses the name)."""
@@ -43,6 +61,12 @@ be reached.
    "waiters": int}
 "remaining" is the lease left in seconds: null when the lock is free (or, for a key set
 outside redlease, has no expiry).
+
+--kind rwlock|semaphore|latch|election inspects that primitive instead; --json then prints
+{"name", "kind", ...} with the fields of its Info dataclass (ReadWriteLockInfo:
+readers, writer, waiters, fence, leases; SemaphoreInfo: permits, used, available, waiters,
+holders, fence; LatchInfo: count, rounds, waiters; ElectionInfo: leader {"value", "term"} |
+null, remaining, candidates, last_term).
 """
 
 
@@ -57,6 +81,12 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("name", type=lock_name, metavar="NAME", help="the lock's name")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    parser.add_argument(
+        "--kind",
+        choices=KINDS,
+        default="lock",
+        help="which primitive NAME is (default: lock)",
+    )
     handler_defaults(parser, command)
 
 
@@ -100,10 +130,84 @@ def format_text(state: dict[str, Any]) -> str:
     return "\n".join(f"{label:<10} {value}" for label, value in rows)
 
 
+def _plain(value: Any) -> Any:
+    """``value`` as JSON can hold it: bytes decoded, tuples as lists, a Leader as an object."""
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    if isinstance(value, tuple) and hasattr(value, "_asdict"):
+        return {key: _plain(item) for key, item in value._asdict().items()}
+    if isinstance(value, tuple):
+        return [_plain(item) for item in value]
+    return value
+
+
+def family_report(info: Any, kind: str) -> dict[str, Any]:
+    """The ``--json`` object of a family primitive's Info dataclass ``info`` (``kind`` named).
+
+    ``mine`` is left out: the command line holds nothing.
+    """
+    fields = {f.name: _plain(getattr(info, f.name)) for f in dataclasses.fields(info)}
+    fields.pop("mine", None)
+    name = fields.pop("name")
+    return {"name": name, "kind": kind, **fields}
+
+
+def format_family(state: dict[str, Any]) -> str:
+    """The human-readable report of :func:`family_report`'s ``state``: ``label  value`` lines."""
+    rows: list[tuple[str, str]] = []
+    for label, value in state.items():
+        if isinstance(value, float):
+            text = f"{value:.3f} s"
+        elif isinstance(value, list):
+            text = ", ".join(f"{item:.3f} s" for item in value) if value else "-"
+        elif isinstance(value, dict):
+            text = f"{value['value']} (term {value['term']})"
+        elif value is None:
+            text = "-"
+        else:
+            text = str(value)
+        rows.append((label, text))
+    return "\n".join(f"{label:<10} {text}" for label, text in rows)
+
+
+def _family(args: argparse.Namespace) -> int:
+    """``inspect --kind`` for the read/write lock, semaphore, latch and election."""
+    name: str = args.name
+    primitive: Any
+    if args.kind == "rwlock":
+        primitive = redlease.ReadWriteLock(args.client, name, prefix=args.prefix)
+    elif args.kind == "semaphore":
+        primitive = redlease.Semaphore(args.client, name, 1, prefix=args.prefix)
+    elif args.kind == "latch":
+        primitive = redlease.CountDownLatch(args.client, name, prefix=args.prefix)
+    else:
+        primitive = redlease.Election(args.client, name, prefix=args.prefix)
+    try:
+        info = primitive.inspect()
+    except redlease.ForeignData as exc:
+        key = exc.key.decode(errors="replace")
+        raise CliError(
+            f"{args.kind} {name!r}: key {key} holds data redlease did not write (another "
+            "program uses this name? choose another NAME or --prefix)",
+            EX_FOREIGN,
+        ) from exc
+    except redlease.Unavailable as exc:
+        raise unavailable(args.url, exc) from exc
+    state = family_report(info, args.kind)
+    if args.json:
+        json.dump(state, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        print(format_family(state))
+    return 0
+
+
 def command(args: argparse.Namespace) -> int:
     """Run ``redlease inspect``: print the state; exit 0 whether held or free."""
     name: str = args.name
     check_connection(args.client, args.url)
+    if args.kind != "lock":
+        return _family(args)
     lock = redlease.Lock(args.client, name, prefix=args.prefix)
     try:
         info = lock.inspect()
