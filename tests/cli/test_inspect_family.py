@@ -75,3 +75,32 @@ def test_inspect_latch_and_election(
 def test_inspect_kind_refuses_an_unknown_kind(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["inspect", "x", "--kind", "mutex"]) == 2
     assert "--kind" in capsys.readouterr().err
+
+
+def test_inspect_all_lists_every_primitive_by_name_and_kind(
+    server: RedisServer, client: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prefix = "scanall"
+    lock = redlease.Lock(client, "job", prefix=prefix, ttl=30)
+    sem = redlease.Semaphore(client, "pool", 2, prefix=prefix, ttl=30)
+    latch = redlease.CountDownLatch(client, "gate", prefix=prefix)
+    assert latch.try_set_count(2)
+    client.set("other:{job}:lock", "not ours")  # another prefix: not listed
+    with lock, sem:
+        assert main(["--url", server.url, "--prefix", prefix, "inspect", "--all", "--json"]) == 0
+        rows = json.loads(capsys.readouterr().out)
+        assert main(["--url", server.url, "--prefix", prefix, "inspect", "--all"]) == 0
+        text = capsys.readouterr().out
+    kinds = {row["name"]: row["kind"] for row in rows}
+    assert kinds["job"] == "lock" and kinds["gate"] == "latch"
+    assert kinds["pool"] in ("semaphore", "shared")
+    assert set(kinds) == {"job", "pool", "gate"}
+    assert "job" in text and "latch" in text
+    limited = ["--url", server.url, "--prefix", prefix, "inspect", "--all", "--limit", "1"]
+    assert main([*limited, "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 1
+
+
+def test_inspect_needs_name_or_all(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect"]) == 2
+    assert "--all" in capsys.readouterr().err

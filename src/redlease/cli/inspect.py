@@ -17,6 +17,8 @@ import json
 import sys
 from typing import Any
 
+import redis
+
 import redlease
 
 from ._common import (
@@ -67,6 +69,12 @@ outside redlease, has no expiry).
 readers, writer, waiters, fence, leases; SemaphoreInfo: permits, used, available, waiters,
 holders, fence; LatchInfo: count, rounds, waiters; ElectionInfo: leader {"value", "term"} |
 null, remaining, candidates, last_term).
+
+--all lists every primitive with a key under --prefix instead (SCAN COUNT 500, at most
+--limit names; one server: a Cluster's other masters are not scanned yet): a table, or with
+--json a list of {"name": str, "kind": str, "keys": [suffix, ...]}. The kind is guessed from
+the key names; "shared" is a read/write lock, semaphore or election that shows no key telling
+them apart.
 """
 
 
@@ -79,7 +87,20 @@ def add_parser(subparsers: Any) -> None:
         description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("name", type=lock_name, metavar="NAME", help="the lock's name")
+    parser.add_argument(
+        "name", type=lock_name, metavar="NAME", nargs="?", help="the primitive's name"
+    )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="list every primitive under --prefix (SCAN, bounded by --limit) instead of NAME",
+    )
+    parser.add_argument(
+        "--limit",
+        type=int,
+        default=1000,
+        help="with --all: stop after this many primitives (default 1000)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     parser.add_argument(
         "--kind",
@@ -202,10 +223,81 @@ def _family(args: argparse.Namespace) -> int:
     return 0
 
 
+_KIND_OF_SUFFIX = {
+    b"lock": "lock",
+    b"handoff": "lock",
+    b"count": "latch",
+    b"generation": "latch",
+    b"stock": "inventory",
+    b"fenced": "fenced",
+    b"capacity": "semaphore",
+    b"payload": "election",
+    b"holders": "shared",
+    b"units": "shared",
+    b"granted": "shared",
+}
+_RANK = ("semaphore", "election", "shared", "inventory", "latch", "fenced", "lock")
+
+
+def scan_all(client: Any, prefix: str, limit: int, count: int = 500) -> list[dict[str, Any]]:
+    """Every primitive with a key under ``<prefix>:{...}:``, grouped by name (SCAN COUNT).
+
+    The kind is guessed from the key names: read/write locks, semaphores and elections share
+    one layout (``shared`` when nothing tells them apart); a name with only a fence or queue
+    left is reported as ``lock``. Stops after ``limit`` names.
+    """
+    found: dict[bytes, set[bytes]] = {}
+    start = prefix.encode() + b":{"
+    for key in client.scan_iter(match=prefix + ":{*}:*", count=count):
+        raw = key if isinstance(key, bytes) else str(key).encode()
+        close = raw.rfind(b"}:")
+        if not raw.startswith(start) or close < len(start):
+            continue
+        name, suffix = raw[len(start) : close], raw[close + 2 :].split(b":")[0]
+        if name not in found and len(found) >= limit:
+            break
+        found.setdefault(name, set()).add(suffix)
+    rows = []
+    for name in sorted(found):
+        kinds = {_KIND_OF_SUFFIX.get(suffix, "lock") for suffix in found[name]}
+        kind = next((k for k in _RANK if k in kinds), "lock")
+        rows.append(
+            {
+                "name": name.decode(errors="replace"),
+                "kind": kind,
+                "keys": sorted(s.decode(errors="replace") for s in found[name]),
+            }
+        )
+    return rows
+
+
+def _all(args: argparse.Namespace) -> int:
+    """``inspect --all``: one row per primitive found under the prefix."""
+    if args.limit < 1:
+        raise CliError(f"--limit must be at least 1, got {args.limit}", 2)
+    try:
+        rows = scan_all(args.client, args.prefix, args.limit)
+    except redis.RedisError as exc:
+        raise unavailable(args.url, exc) from exc
+    if args.json:
+        json.dump(rows, sys.stdout)
+        sys.stdout.write("\n")
+        return 0
+    width = max([len(row["name"]) for row in rows] + [4])
+    print(f"{'NAME':<{width}}  {'KIND':<10} KEYS")
+    for row in rows:
+        print(f"{row['name']:<{width}}  {row['kind']:<10} {','.join(row['keys'])}")
+    return 0
+
+
 def command(args: argparse.Namespace) -> int:
     """Run ``redlease inspect``: print the state; exit 0 whether held or free."""
-    name: str = args.name
+    if args.all == (args.name is not None):
+        raise CliError("give either NAME or --all", 2)
     check_connection(args.client, args.url)
+    if args.all:
+        return _all(args)
+    name: str = args.name
     if args.kind != "lock":
         return _family(args)
     lock = redlease.Lock(args.client, name, prefix=args.prefix)
