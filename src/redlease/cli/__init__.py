@@ -44,6 +44,8 @@ Distributed locks on Redis, from the command line.
 
   redlease run NAME [--timeout S] -- COMMAND...   hold lock NAME while COMMAND runs
   redlease inspect NAME [--json]                  is NAME held? fence, waiters
+  redlease inspect NAME --kind KIND               a rwlock, semaphore, latch or election
+  redlease inspect --all [--limit N] [--json]     every primitive under --prefix (SCAN)
   redlease demo [--counter]                       a flash sale raced by processes: naive,
                                                   WATCH, lock and atomic compared
 
