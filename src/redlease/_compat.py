@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import inspect
 import re
+import select
 from typing import Any
 
 import redis
@@ -205,15 +206,22 @@ class AsyncConnections:
     @staticmethod
     async def stale(conn: Any) -> bool:
         """Whether a kept idle connection cannot be used as it is: closed by the server (or
-        left with data), as redis-py's pool checks on every checkout."""
+        left with data). An idle connection has nothing to read, so a socket that is readable
+        (data, or the server's close) is stale; redis-py 5's ``can_read_destructive`` misses a
+        close the event loop has not seen yet."""
         if not conn.is_connected:
             return True
-        # redis-py 8 deprecates can_read_destructive() for can_read(), which 5.x lacks.
-        check = getattr(conn, "can_read", None) or conn.can_read_destructive
-        try:
-            return bool(await check())
-        except Exception:  # any library's error (valkey-py's are not redis-py's): unusable
+        reader, writer = getattr(conn, "_reader", None), getattr(conn, "_writer", None)
+        if reader is not None and reader.at_eof():
             return True
+        sock = None if writer is None else writer.get_extra_info("socket")
+        if sock is None:
+            return False
+        try:
+            readable, _, _ = select.select([sock.fileno()], [], [], 0)
+        except (OSError, ValueError):  # closed under us
+            return True
+        return bool(readable)
 
     @staticmethod
     async def release(pool: Any, conn: Any) -> None:
