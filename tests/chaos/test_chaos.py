@@ -59,7 +59,7 @@ def test_twin_without_the_fence_check_the_checker_catches_stale_writes() -> None
     # (bounded), and the checker must catch stale writes in one of them.
     outcomes = []
     for seed in (12, 13, 14):
-        outcome = run(ChaosConfig(seed=seed, ops=400, min_faults=8, max_seconds=60, fenced=False))
+        outcome = run(ChaosConfig(seed=seed, ops=300, min_faults=6, max_seconds=60, fenced=False))
         print(summary(outcome))
         outcomes.append(outcome)
         assert outcome.report.refused == 0  # nothing checks the fence
