@@ -6,8 +6,9 @@ The binary is chosen by :func:`redlease.server.find_server_binary`; set
 Multi-server topologies (:mod:`redlease.topology`) are started lazily, once per session (under
 pytest-xdist: once per worker that runs such a test), the first time a test asks for them:
 ``cluster`` (3 masters + 3 replicas), ``sentinel_group`` (master + 2 replicas + 3 sentinels),
-``tls_server`` (skipped when the binary has no TLS) and ``make_acl_user``. The function-scoped fixtures heal the topology before each test (restart
-what a previous test killed, wait until healthy) and flush it, so fault tests may kill freely.
+``tls_server`` (skipped when the binary has no TLS) and ``make_acl_user``. The function-scoped
+fixtures heal the topology before each test (restart what a previous test killed, wait until
+healthy) and flush it, so fault tests may kill freely.
 Start-up and failover durations are printed in the "topology timings" summary section.
 """
 
