@@ -92,6 +92,7 @@ LIBS: dict[str, str] = {
     "redlease-barging": "redlease Lock(fair=False)",
     "redis-py": "redis-py Lock (sleep=0.1)",
     "python-redis-lock": "python-redis-lock",
+    "fifo-floor": "floor: one token, BLPOP/RPUSH",
 }
 ASYNC_LIBS = {"redlease-async"}
 DIAG_NORENEW = "redlease-norenew"  # section 1 only: redlease.Lock(renew=False), a diagnostic row
@@ -119,7 +120,30 @@ def make_sync_lock(lib: str, client: Any, name: str, ttl: float) -> Any:
         import redis_lock
 
         return redis_lock.Lock(client, name, expire=int(ttl))
+    if lib == "fifo-floor":
+        return FifoFloor(client, name)
     raise ValueError(f"unknown sync library {lib!r}")
+
+
+class FifoFloor:
+    """The floor of a fair hand-off on this machine: not a lock library but one token in a
+    Redis list, taken with BLPOP (Redis serves blocked clients first come, first served) and
+    put back with RPUSH. No lease, no fence, no crash recovery: one command per side and one
+    wake-up of the waiting process. Its longest wait in section 2 is what the scheduler of
+    this machine alone costs a FIFO queue of N processes (for ``--sections 2``)."""
+
+    def __init__(self, client: Any, name: str) -> None:
+        self._client = client
+        self._key = f"{name}:fifo"
+        if client.set(f"{name}:fifo-init", 1, nx=True):  # the first process puts the token
+            client.rpush(self._key, b"t")
+
+    def acquire(self) -> bool:
+        self._client.blpop([self._key], 0)
+        return True
+
+    def release(self) -> None:
+        self._client.rpush(self._key, b"t")
 
 
 def make_async_lock(lib: str, client: Any, name: str, ttl: float) -> Any:
@@ -880,6 +904,17 @@ def _print_against_peer(cfg: Config, contended: dict[str, Any]) -> None:
                     f" longest wait {base['longest_wait_ms'] / peer['longest_wait_ms']:.2f}x,"
                     " client CPU/acq"
                     f" {base['client_cpu_us_per_acq'] / peer['client_cpu_us_per_acq']:.2f}x"
+                )
+        floor = contended.get(f"fifo-floor/{n}", {})
+        for lib in (*MINE, "python-redis-lock"):
+            row = contended.get(f"{lib}/{n}", {})
+            if row.get("longest_wait_ms") and floor.get("longest_wait_ms"):
+                print(
+                    f"   N={n}: {LIBS[lib]} / the FIFO floor:"
+                    f" acq/s {row['acq_per_s'] / floor['acq_per_s']:.2f}x,"
+                    f" hand-off p50 {row['handoff_p50_us'] / floor['handoff_p50_us']:.2f}x,"
+                    f" longest wait {row['longest_wait_ms'] / floor['longest_wait_ms']:.2f}x"
+                    f" (the floor's own: {floor['longest_wait_ms']:,.0f} ms)"
                 )
         base = contended.get(f"redlease-barging/{n}", {})
         peer = contended.get(f"redis-py/{n}", {})
