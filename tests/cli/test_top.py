@@ -247,3 +247,13 @@ def test_snapshot_filters_by_glob_and_shows_the_family(client: redis.Redis) -> N
     idle, _ = snapshot(client, PREFIX, idle=True)
     assert [r.name for r in idle] == ["cfg", "gate", "job:1", "sku", "vote"]
     assert len(snapshot(client, PREFIX, idle=True, limit=2)[0]) == 2
+
+
+def test_snapshot_shows_keys_redlease_did_not_write_instead_of_failing(client: redis.Redis) -> None:
+    client.hset(f"{PREFIX}:{{orders:1}}:lock", "not", "ours")  # a hash where a string belongs
+    client.set(f"{PREFIX}:{{}}:lock", "x")  # an empty name: no primitive can have it
+    rows, _ = snapshot(client, PREFIX)
+    assert [(r.name, r.held_by) for r in rows] == [
+        ("", "not a valid name"),
+        ("orders:1", "foreign data"),
+    ]

@@ -236,7 +236,8 @@ def describe(client: Any, prefix: str, name: str, kind: str) -> Row:
 
     A ``shared`` name (a read/write lock, or a semaphore or election showing no key that
     tells them apart) is read as a read/write lock: holders and waiters are the same data.
-    A name whose keys hold data redlease did not write is shown, marked ``foreign data``.
+    A name whose keys hold data redlease did not write is shown, marked ``foreign data``, and
+    one the library refuses (an empty name, from a key written by hand) ``not a valid name``.
     Redis errors propagate (``redlease.Unavailable`` or ``redis.RedisError``).
     """
     try:
@@ -254,6 +255,8 @@ def describe(client: Any, prefix: str, name: str, kind: str) -> Row:
             return _inventory(client, name, prefix)
     except redlease.ForeignData:
         return Row(name, kind, "foreign data", "-", "-", "-", True)
+    except (TypeError, ValueError):  # a key written by hand, e.g. an empty name: ``p:{}:lock``
+        return Row(name, kind, "not a valid name", "-", "-", "-", True)
     return Row(name, kind, "-", "-", "-", "-", False)  # a FencedStore: nothing is held
 
 
