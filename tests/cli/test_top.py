@@ -17,6 +17,7 @@ import struct
 import subprocess
 import sys
 import termios
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -257,3 +258,28 @@ def test_snapshot_shows_keys_redlease_did_not_write_instead_of_failing(client: r
         ("", "not a valid name"),
         ("orders:1", "foreign data"),
     ]
+
+
+def test_snapshot_counts_a_lock_waiter(client: redis.Redis) -> None:
+    lock = redlease.Lock(client, "busy", prefix=PREFIX, ttl=30)
+    waiter = redlease.Lock(client, "busy", prefix=PREFIX, ttl=30)
+    got: list[bool] = []
+
+    def wait_then_release() -> None:  # a lock belongs to the thread that acquired it
+        got.append(waiter.acquire(timeout=10))
+        if got[-1]:
+            waiter.release()
+
+    assert lock.acquire(timeout=5)
+    thread = threading.Thread(target=wait_then_release)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while lock.inspect().waiters == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        rows, _ = snapshot(client, PREFIX)
+    finally:
+        lock.release()
+        thread.join(timeout=15)
+    assert got == [True]
+    assert [(r.name, r.held_by, r.waiters) for r in rows] == [("busy", "held", "1")]
