@@ -96,6 +96,7 @@ def top_in_a_pty(url: str, *args: str) -> Iterator[Terminal]:
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "160", "LINES": "40"}
+    env["PYTHONIOENCODING"] = "utf-8"  # box drawing characters, whatever the locale
     for name in ("NO_COLOR", "FORCE_COLOR", "TERM_PROGRAM", "REDLEASE_URL"):
         env.pop(name, None)
     proc = subprocess.Popen(

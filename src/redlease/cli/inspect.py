@@ -41,6 +41,7 @@ __all__ = [
     "format_text",
     "lock_key",
     "report",
+    "scan_all",
 ]
 
 KINDS = ("lock", "rwlock", "semaphore", "latch", "election")
