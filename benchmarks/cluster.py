@@ -76,6 +76,7 @@ KINDS = {  # section 1's operations, each measured on both topologies
     "redlease": "redlease Lock",
     "redlease-async": "redlease.asyncio Lock",
 }
+DIRECT = "floor-direct"  # a diagnostic: the raw floor from a plain client to the slot's master
 TARGET_RATIO = 1.2  # cluster / server: uncontended p50 and 16-process hand-off p50 (acq/s: 1/1.2)
 TARGET_N = 16  # the contended size the targets are judged on
 TARGET_WAIT_CMDS = 0.0  # commands per second per blocked waiter on the cluster
@@ -108,6 +109,8 @@ def _ops(
 ) -> tuple[dict[str, Op], dict[str, str]]:
     """Every kind of operation on every topology, keyed ``topology/kind``; each with its own
     sync client, the asyncio ones sharing one client per topology."""
+    import redis
+
     ops: dict[str, Op] = {}
     errors: dict[str, str] = {}
     failure = "uncontended acquire returned False"
@@ -135,6 +138,13 @@ def _ops(
             await c.evalsha(sha, 1, key, token)
 
         ops[f"{topo}/floor"] = (False, floor)
+        if topo == "cluster":
+            # Diagnostic: the same two commands from a plain redis.Redis straight to the slot's
+            # master: the cluster's own cost (replication, more servers), without RedisCluster's.
+            node = sclient.get_node_from_key(key)
+            direct = redis.Redis(host=node.host, port=node.port)
+            closers.append(direct.close)
+            ops[f"cluster/{DIRECT}"] = (False, lambda c=direct: floor(c))
         ops[f"{topo}/floor-async"] = (True, afloor)
         name = f"bench:{run_id}:solo:{topo}"
         lock = handoff.make_sync_lock("redlease", sclient, name, 10.0)
@@ -157,8 +167,9 @@ def bench_uncontended(cfg: Config, urls: dict[str, str], run_id: str) -> dict[st
                 close()
         close_loop(loop)
     out = latency_rows(lat, wall, errors)
-    for kind in KINDS:
-        srv, clu = out.get(f"server/{kind}", {}), out.get(f"cluster/{kind}", {})
+    for kind in (*KINDS, DIRECT):
+        srv = out.get(f"server/{kind.removesuffix('-direct')}", {})
+        clu = out.get(f"cluster/{kind}", {})
         if srv.get("p50_us") and clu.get("p50_us"):
             clu["ratio_server"] = clu["p50_us"] / srv["p50_us"]
     return out
@@ -380,8 +391,10 @@ def _report_uncontended(
         f" interleaved in {cfg.rounds} rounds (server and cluster alike)"
     )
     rows = []
-    for kind, label in KINDS.items():
-        srv, clu = u.get(f"server/{kind}"), u.get(f"cluster/{kind}")
+    labels = {**KINDS, DIRECT: "  (diagnostic: raw floor, plain client to the slot's master)"}
+    for kind in ("floor", DIRECT, "floor-async", "redlease", "redlease-async"):
+        label = labels[kind]
+        srv, clu = u.get(f"server/{kind.removesuffix('-direct')}"), u.get(f"cluster/{kind}")
         if srv is None or clu is None:
             continue
         bad = srv if "error" in srv else clu if "error" in clu else None
