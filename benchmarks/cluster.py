@@ -1,9 +1,10 @@
 #!/usr/bin/env python
 """Cluster benchmark: redlease's Lock on a Redis Cluster against the same on one server, in one run.
 
-    .venv/bin/python benchmarks/cluster.py              # full run (about 3-4 minutes)
-    .venv/bin/python benchmarks/cluster.py --quick      # smoke run (about 40 s)
+    .venv/bin/python benchmarks/cluster.py              # full run (about 3 minutes)
+    .venv/bin/python benchmarks/cluster.py --quick      # smoke run (about 60 s)
     .venv/bin/python benchmarks/cluster.py --json out.json
+    .venv/bin/python benchmarks/cluster.py --sections 2 --repeats 4   # on a quiet machine
 
 It starts, itself, one server (``redlease.server.RedisServer``) and a 3-master + 3-replica
 cluster (``redlease.topology.RedisClusterServers``), all on 127.0.0.1, and stops them at the
@@ -615,6 +616,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"section 2's libraries, comma-separated subset of: {', '.join(LIBS)}",
     )
     p.add_argument("--sections", default="1,2,3", help="subset of the sections 1,2,3 to run")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        help="section 2: runs of each configuration, server and cluster alternated"
+        " (default 2, 1 with --quick); more runs average out a noisy machine",
+    )
     return p.parse_args(argv)
 
 
@@ -676,6 +683,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     sections = {s.strip() for s in args.sections.split(",")}
     cfg = _config(args.quick, libs)
+    if args.repeats is not None:
+        if args.repeats < 1:
+            print(f"--repeats must be >= 1, got {args.repeats}", file=sys.stderr)
+            return 2
+        cfg.repeats = args.repeats
     interrupt_on_sigterm()
     from redlease.server import RedisServer
     from redlease.topology import RedisClusterServers
