@@ -165,13 +165,29 @@ def lease_key(lib: str, name: str) -> str:
     raise ValueError(lib)
 
 
+# A URL ``cluster+redis://host:port`` names a Redis Cluster by one of its nodes: the clients
+# built for it are ``RedisCluster`` clients (they learn the other nodes from that one). Only
+# what goes through Side (the lock processes) understands it; benchmarks/cluster.py uses it.
+CLUSTER_SCHEME = "cluster+"
+
+
 def sync_client(url: str) -> Any:
+    """A sync client for ``url``: ``redis.Redis``, or ``RedisCluster`` for ``cluster+redis://``."""
+    if url.startswith(CLUSTER_SCHEME):
+        import redis.cluster
+
+        return redis.cluster.RedisCluster.from_url(url[len(CLUSTER_SCHEME) :])
     import redis
 
     return redis.Redis.from_url(url)
 
 
 def async_client(url: str) -> Any:
+    """The asyncio client for ``url`` (``redis.asyncio.cluster.RedisCluster`` for a cluster)."""
+    if url.startswith(CLUSTER_SCHEME):
+        import redis.asyncio.cluster
+
+        return redis.asyncio.cluster.RedisCluster.from_url(url[len(CLUSTER_SCHEME) :])
     import redis.asyncio
 
     return redis.asyncio.Redis.from_url(url)
@@ -265,6 +281,20 @@ def warm_up(side: Side, name: str) -> None:
     lock = side.lock(f"{name}:warm:{os.getpid()}", 10.0)
     for _ in range(3):
         side.once(lock)
+
+
+def server_probes(url: str) -> list[Any]:
+    """A plain client for each server behind ``url``: the one server, or every node (masters
+    and replicas) of a ``cluster+redis://`` cluster, whose CPU then counts in full."""
+    import redis
+
+    if not url.startswith(CLUSTER_SCHEME):
+        return [redis.Redis.from_url(url)]
+    cluster = sync_client(url)
+    try:
+        return [redis.Redis(host=node.host, port=node.port) for node in cluster.get_nodes()]
+    finally:
+        cluster.close()
 
 
 def _server_cpu(probe: Any) -> float:
@@ -584,10 +614,8 @@ def bench_uncontended(cfg: Config, run_id: str) -> dict[str, Any]:
 
 
 def bench_contended(cfg: Config, ctx: Any, lib: str, nproc: int, run_id: str) -> dict[str, Any]:
-    import redis
-
     name = f"bench:{run_id}:contend:{lib}:{nproc}"
-    probe = redis.Redis.from_url(cfg.url)
+    probes = server_probes(cfg.url)
     try:
         window = run_contenders(
             ctx,
@@ -595,10 +623,11 @@ def bench_contended(cfg: Config, ctx: Any, lib: str, nproc: int, run_id: str) ->
             (lib, cfg.url, name),
             nproc,
             cfg.contend_seconds,
-            lambda: _server_cpu(probe),
+            lambda: sum(_server_cpu(probe) for probe in probes),
         )
     finally:
-        probe.close()
+        for probe in probes:
+            probe.close()
     holds = decode_holds(window.reports)
     per_proc = per_process_counts(holds, nproc, window.start, window.end)
     throughput = throughput_figures(per_proc, cfg.contend_seconds)
