@@ -60,16 +60,28 @@ class Late(TimeoutError):
     or than enough others. Counts as a vote not cast; the call may still run (or have run)
     on the server."""
 
-    def __init__(self, message: str, backend: Any, pending: Any, task: Any = None) -> None:
+    def __init__(
+        self, message: str, backend: Any, pending: Any, task: Any = None, slot: Any = None
+    ) -> None:
         super().__init__(message)
         self.backend = backend
         self.pending = pending
         self.task = task
+        self.slot = slot  # asyncio: the call's _Slot (its Pending once sent)
 
     def forget(self) -> None:
         """Drop the references to the call (an error kept for a report keeps no connection
         alive); :meth:`AsyncFanOut.follow` cannot be used afterwards."""
-        self.backend = self.pending = self.task = None
+        self.backend = self.pending = self.task = self.slot = None
+
+
+class _Slot:
+    """asyncio: one server's call in a fan-out: its Pending once sent, and the scripts to
+    send behind it as soon as it is (``follow`` before the send was done)."""
+
+    def __init__(self) -> None:
+        self.pending: Any = None
+        self.behind: list[tuple[Script, Sequence[bytes], Sequence[Any]]] = []
 
 
 def _packs(calls: Sequence[Call]) -> list[Any]:
@@ -85,9 +97,11 @@ def _packs(calls: Sequence[Call]) -> list[Any]:
     return out
 
 
-def _late(backend: Any, pending: Any, started: float, task: Any = None) -> Late:
+def _late(
+    backend: Any, pending: Any, started: float, task: Any = None, slot: Any = None
+) -> Late:
     waited = time.monotonic() - started
-    return Late(f"no reply yet after {waited * 1000:.1f} ms", backend, pending, task)
+    return Late(f"no reply yet after {waited * 1000:.1f} ms", backend, pending, task, slot)
 
 
 class AsyncFanOut:
@@ -102,15 +116,18 @@ class AsyncFanOut:
         :meth:`follow` the late calls, then hands them on with :meth:`release`."""
         started = time.monotonic()
         results: list[Any] = [None] * len(calls)
-        sent: list[Any] = [None] * len(calls)  # each call's Pending, once it is sent
+        slots = [_Slot() for _ in calls]
 
         async def one(i: int, call: Call, packed: Any) -> Any:
             backend, script, keys, args = call
             earlier = [task for task in backend.parked_calls() if not task.done()]
             if earlier:  # this server's late replies first: its calls run in order
                 await asyncio.wait(earlier, timeout=timeout)
-            sent[i] = await backend.send(script, keys, args, packed)
-            return await backend.receive(sent[i], LATE)
+            slot = slots[i]
+            slot.pending = await backend.send(script, keys, args, packed)
+            while slot.behind:  # followed while it was being sent
+                await backend.follow(slot.pending, *slot.behind.pop(0))
+            return await backend.receive(slot.pending, LATE)
 
         tasks = {
             asyncio.ensure_future(one(i, call, packed)): i
@@ -133,15 +150,10 @@ class AsyncFanOut:
             for task in waiting:
                 task.cancel()
             raise
-        for task in waiting:
+        for task in waiting:  # late: each task goes on (sending, then reading within LATE)
             i = tasks[task]
             backend = calls[i][0]
-            if sent[i] is None:  # still connecting (or waiting): send nothing after all
-                task.cancel()
-                results[i] = _late(backend, None, started, task)
-                continue
-            # Late: its task goes on reading, within LATE of sending.
-            results[i] = _late(backend, sent[i], started, task)
+            results[i] = _late(backend, None, started, task, slots[i])
             _BACKGROUND.add(task)
             backend.parked_calls().append(task)
             task.add_done_callback(functools.partial(_forget, backend))
@@ -165,10 +177,16 @@ class AsyncFanOut:
         False (nothing sent) when its reply came meanwhile: the late call has run, and
         ``script`` must be sent the ordinary way if it is still needed.
         """
-        if late.pending is None:
+        slot = late.slot
+        if slot is None:
             return False
+        if slot.pending is None:
+            if late.task.done():  # it failed before sending: nothing to follow
+                return False
+            slot.behind.append((script, keys, args))  # sent as soon as the call is
+            return True
         try:
-            sent: bool = await late.backend.follow(late.pending, script, keys, args)
+            sent: bool = await late.backend.follow(slot.pending, script, keys, args)
         except Exception:
             return False
         return sent

@@ -26,7 +26,7 @@ from .._core.lock import (
 )
 from .._core.scripts import Script
 from .._core.waiters import WAITERS, Outcome
-from .._fanout import AsyncFanOut, Late
+from .._fanout import LATE, AsyncFanOut, Late
 from .._synchronization import AsyncShield
 from ..errors import QuorumUnavailable
 from .client import AsyncBackend, check_client
@@ -165,7 +165,12 @@ class AsyncRedlock(AsyncHandle):
         return runtime_for(self._clients[0])
 
     def _backends(self) -> tuple[AsyncBackend, ...]:
-        return tuple(rt.backend.with_deadline(self.server_timeout) for rt in self._runtimes())
+        """The servers for rounds: each round is bounded by ``server_timeout`` by the fan-out,
+        while a connection's own reads may take LATE more, so that a late reply is collected
+        (and whatever was sent behind it read) instead of the connection being closed."""
+        return tuple(
+            rt.backend.with_deadline(self.server_timeout + LATE) for rt in self._runtimes()
+        )
 
     async def _round(
         self,
@@ -202,7 +207,7 @@ class AsyncRedlock(AsyncHandle):
         missing = [i for i in range(len(self._clients)) if i not in self._identified]
         if not missing:
             return
-        backends = self._backends()
+        backends = [rt.backend.with_deadline(self.server_timeout) for rt in self._runtimes()]
 
         async def identify(i: int) -> tuple[str, int]:
             return await backends[i].identify()

@@ -27,7 +27,7 @@ from .._core.lock import (
 )
 from .._core.scripts import Script
 from .._core.waiters import WAITERS, Outcome
-from .._fanout import FanOut, Late
+from .._fanout import LATE, FanOut, Late
 from .._synchronization import Shield
 from ..errors import QuorumUnavailable
 from .client import Backend, check_client
@@ -166,7 +166,12 @@ class Redlock(Handle):
         return runtime_for(self._clients[0])
 
     def _backends(self) -> tuple[Backend, ...]:
-        return tuple(rt.backend.with_deadline(self.server_timeout) for rt in self._runtimes())
+        """The servers for rounds: each round is bounded by ``server_timeout`` by the fan-out,
+        while a connection's own reads may take LATE more, so that a late reply is collected
+        (and whatever was sent behind it read) instead of the connection being closed."""
+        return tuple(
+            rt.backend.with_deadline(self.server_timeout + LATE) for rt in self._runtimes()
+        )
 
     def _round(
         self,
@@ -203,7 +208,7 @@ class Redlock(Handle):
         missing = [i for i in range(len(self._clients)) if i not in self._identified]
         if not missing:
             return
-        backends = self._backends()
+        backends = [rt.backend.with_deadline(self.server_timeout) for rt in self._runtimes()]
 
         def identify(i: int) -> tuple[str, int]:
             return backends[i].identify()
