@@ -107,6 +107,11 @@ def _late(
 class AsyncFanOut:
     """Scripts on N servers at once, with asyncio."""
 
+    SLACK = LATE
+    """How much longer than a round's deadline its connections' own reads should be allowed
+    (``with_deadline``): asyncio reads a late reply with the connection's read timeout, which
+    would otherwise close it under what was sent behind; its connects run in parallel."""
+
     @staticmethod
     async def run(
         calls: Sequence[Call], timeout: float, enough: Enough | None = None, *, hold: bool = False
@@ -214,6 +219,11 @@ def _forget(backend: Any, task: Any) -> None:
 
 class FanOut:
     """Scripts on N servers at once, without threads: write everything, then read."""
+
+    SLACK = 0.0
+    """None: the sync fan-out reads only what has arrived, each read with its own timeout,
+    and connects in turn, so a longer connection timeout would only slow a round where a
+    server hangs."""
 
     @staticmethod
     def run(

@@ -27,7 +27,7 @@ from .._core.lock import (
 )
 from .._core.scripts import Script
 from .._core.waiters import WAITERS, Outcome
-from .._fanout import LATE, FanOut, Late
+from .._fanout import FanOut, Late
 from .._synchronization import Shield
 from ..errors import QuorumUnavailable
 from .client import Backend, check_client
@@ -167,11 +167,10 @@ class Redlock(Handle):
 
     def _backends(self) -> tuple[Backend, ...]:
         """The servers for rounds: each round is bounded by ``server_timeout`` by the fan-out,
-        while a connection's own reads may take LATE more, so that a late reply is collected
-        (and whatever was sent behind it read) instead of the connection being closed."""
-        return tuple(
-            rt.backend.with_deadline(self.server_timeout + LATE) for rt in self._runtimes()
-        )
+        while a connection's own reads may take ``SLACK`` more (asyncio), so that a late reply
+        is collected (and whatever was sent behind it read), not its connection closed."""
+        timeout = self.server_timeout + FanOut.SLACK
+        return tuple(rt.backend.with_deadline(timeout) for rt in self._runtimes())
 
     def _round(
         self,
