@@ -47,8 +47,11 @@ class AsyncRedlock(AsyncHandle):
 
     Each acquire asks all servers at once, each under a per-server deadline
     (``server_timeout``), and holds the lock only if a majority granted it and
-    ``validity = ttl - elapsed - (ttl * drift_factor + 2 ms)`` is still positive. Otherwise it
-    releases on every server, including those that did not answer, and waits: for a release
+    ``validity = ttl - elapsed - (ttl * drift_factor + 2 ms)`` is still positive; it returns
+    as soon as a majority granted (the other replies are collected afterwards, off the
+    caller's path), and ``release()`` as soon as a majority released. Otherwise it releases
+    on every server, including those that did not answer (where the reply is late, behind the
+    acquire on the same connection, so a late grant is always undone), and waits: for a release
     message from any server, or for the lease it was told about to end. Waiters queue on every
     server under one ticket, so all servers agree on who is next: no split votes.
 
