@@ -204,6 +204,11 @@ class AsyncConnections:
         conns.clear()
 
     @staticmethod
+    def connected(conn: Any) -> bool:
+        """Whether ``conn`` is connected (its socket open)."""
+        return bool(conn.is_connected)
+
+    @staticmethod
     async def stale(conn: Any) -> bool:
         """Whether a kept idle connection cannot be used as it is: closed by the server (or
         left with data). An idle connection has nothing to read, so a socket that is readable
@@ -298,15 +303,24 @@ class Connections:
                 conns.pop().disconnect()
 
     @staticmethod
+    def connected(conn: Any) -> bool:
+        """Whether ``conn`` is connected (its socket open)."""
+        return conn._sock is not None
+
+    @staticmethod
     def stale(conn: Any) -> bool:
         """Whether a kept idle connection cannot be used as it is: closed by the server (or
-        left with data), as redis-py's pool checks on every checkout."""
-        if conn._sock is None:
+        left with data). An idle connection has nothing to read, so a socket that is readable
+        (data, or the server's close) is stale: one ``select`` call, where redis-py's
+        ``can_read`` costs a non-blocking read, two ``settimeout`` calls and an exception."""
+        sock = conn._sock
+        if sock is None:
             return True
         try:
-            return bool(conn.can_read())
+            readable, _, _ = select.select([sock.fileno()], [], [], 0)
         except Exception:  # any library's error (valkey-py's are not redis-py's): unusable
             return True
+        return bool(readable)
 
     @staticmethod
     def release(pool: Any, conn: Any) -> None:

@@ -3,11 +3,21 @@
 The sync and asyncio forms are different algorithms, so both are written here side by side
 (``AsyncFanOut`` is what ``_async/`` uses; unasync renames it to ``FanOut`` for ``_sync/``):
 
-* asyncio: one coroutine per server, gathered, each reply bounded by ``timeout``;
+* asyncio: one task per server sends the command and reads its reply;
 * sync: no threads. The command is written to every server first (``backend.send``), then the
-  replies are read in turn (``backend.receive``), each within ``timeout`` of when its command
-  was sent. One round trip, like the asyncio form; a hung server costs its deadline once, and
-  the replies of the others have arrived meanwhile.
+  replies are read as they arrive (``poll`` over the sockets), all within ``timeout`` of
+  sending. One round trip, like the asyncio form; a hung server costs the deadline once.
+
+The command is packed once for all servers that get the same script, keys and args.
+
+A caller may stop early: ``enough(results)`` is asked after each reply (e.g. "a majority
+granted", or "a majority can no longer grant"). The replies not read by then, or not by the
+deadline, come back as :class:`Late` (a ``TimeoutError``: a vote not cast). Their connections
+stay open: the reply is collected later, off the caller's path (asyncio: by its task, which
+keeps reading; sync: by the next fan-out on that server, which first collects whatever has
+arrived), for at most :data:`LATE` seconds after sending, and a script can still be sent
+behind it with :meth:`AsyncFanOut.follow`: the server runs it right after the late one,
+however late that is (how a late grant is undone: it can never be left held).
 
 Both talk to Redis only through the backends (see ``_async/client.py``). A server that fails
 yields its exception in place of its reply; nothing is raised for it.
@@ -16,12 +26,18 @@ yields its exception in place of its reply; nothing is raised for it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
+import select
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
+from redis.exceptions import TimeoutError
+
 from ._core.scripts import Script
 
-__all__ = ["AsyncFanOut", "Call", "FanOut"]
+__all__ = ["LATE", "AsyncFanOut", "Call", "FanOut", "Late"]
 
 Call = tuple[Any, Script, Sequence[bytes], Sequence[Any]]
 """One server's part: (backend, script, keys, args)."""
@@ -29,22 +45,156 @@ Call = tuple[Any, Script, Sequence[bytes], Sequence[Any]]
 T = TypeVar("T")
 R = TypeVar("R")
 
+LATE = 2.0
+"""Seconds after sending that a late reply is still collected; then its connection is closed
+(whatever was sent behind it still runs: the server has it)."""
+
+Enough = Callable[[list[Any]], bool]
+"""Asked with the results so far (``None``: not read yet): may the fan-out return now?"""
+
+_BACKGROUND: set[Any] = set()  # asyncio: the tasks still reading late replies (kept alive)
+
+
+class Late(TimeoutError):
+    """A reply not read when the fan-out returned: its server was slower than the deadline,
+    or than enough others. Counts as a vote not cast; the call may still run (or have run)
+    on the server."""
+
+    def __init__(
+        self, message: str, backend: Any, pending: Any, task: Any = None, slot: Any = None
+    ) -> None:
+        super().__init__(message)
+        self.backend = backend
+        self.pending = pending
+        self.task = task
+        self.slot = slot  # asyncio: the call's _Slot (its Pending once sent)
+
+    def forget(self) -> None:
+        """Drop the references to the call (an error kept for a report keeps no connection
+        alive); :meth:`AsyncFanOut.follow` cannot be used afterwards."""
+        self.backend = self.pending = self.task = self.slot = None
+
+
+class _Slot:
+    """asyncio: one server's call in a fan-out: its Pending once sent, and the scripts to
+    send behind it as soon as it is (``follow`` before the send was done)."""
+
+    def __init__(self) -> None:
+        self.pending: Any = None
+        self.behind: list[tuple[Script, Sequence[bytes], Sequence[Any]]] = []
+
+
+def _packs(calls: Sequence[Call]) -> list[Any]:
+    """Each call's command packed, once per distinct (script, keys, args)."""
+    cache: dict[tuple[int, int, int], Any] = {}
+    out = []
+    for backend, script, keys, args in calls:
+        key = (id(script), id(keys), id(args))
+        packed = cache.get(key)
+        if packed is None:
+            packed = cache[key] = backend.pack(script, keys, args)
+        out.append(packed)
+    return out
+
+
+def _late(
+    backend: Any, pending: Any, started: float, task: Any = None, slot: Any = None
+) -> Late:
+    waited = time.monotonic() - started
+    return Late(f"no reply yet after {waited * 1000:.1f} ms", backend, pending, task, slot)
+
 
 class AsyncFanOut:
     """Scripts on N servers at once, with asyncio."""
 
+    SLACK = LATE
+    """How much longer than a round's deadline its connections' own reads should be allowed
+    (``with_deadline``): asyncio reads a late reply with the connection's read timeout, which
+    would otherwise close it under what was sent behind; its connects run in parallel."""
+
     @staticmethod
-    async def run(calls: Sequence[Call], timeout: float) -> list[Any]:
-        """Each call's reply, or the exception it raised, in order; within ``timeout``."""
+    async def run(
+        calls: Sequence[Call], timeout: float, enough: Enough | None = None, *, hold: bool = False
+    ) -> list[Any]:
+        """Each call's reply, the exception it raised, or :class:`Late`, in order; within
+        ``timeout``, or as soon as ``enough(results)``. ``hold``: the caller may
+        :meth:`follow` the late calls, then hands them on with :meth:`release`."""
+        started = time.monotonic()
+        results: list[Any] = [None] * len(calls)
+        slots = [_Slot() for _ in calls]
 
-        async def one(call: Call) -> Any:
+        async def one(i: int, call: Call, packed: Any) -> Any:
             backend, script, keys, args = call
-            try:
-                return await backend.run(script, keys, args, timeout)
-            except Exception as exc:  # a failed server is a vote not cast, not an error
-                return exc
+            earlier = [task for task in backend.parked_calls() if not task.done()]
+            if earlier:  # this server's late replies first: its calls run in order
+                await asyncio.wait(earlier, timeout=timeout)
+            slot = slots[i]
+            slot.pending = await backend.send(script, keys, args, packed)
+            while slot.behind:  # followed while it was being sent
+                await backend.follow(slot.pending, *slot.behind.pop(0))
+            return await backend.receive(slot.pending, LATE)
 
-        return list(await asyncio.gather(*(one(call) for call in calls)))
+        tasks = {
+            asyncio.ensure_future(one(i, call, packed)): i
+            for i, (call, packed) in enumerate(zip(calls, _packs(calls), strict=True))
+        }
+        waiting = set(tasks)
+        try:
+            while waiting and not (enough is not None and enough(results)):
+                # Past the deadline, one more look: replies already in still count.
+                left = max(started + timeout - time.monotonic(), 0.0)
+                done, waiting = await asyncio.wait(
+                    waiting, timeout=left, return_when=asyncio.FIRST_COMPLETED
+                )
+                if not done:
+                    break
+                for task in done:
+                    failure = task.exception()
+                    results[tasks[task]] = task.result() if failure is None else failure
+        except BaseException:  # cancelled: no late collection
+            for task in waiting:
+                task.cancel()
+            raise
+        for task in waiting:  # late: each task goes on (sending, then reading within LATE)
+            i = tasks[task]
+            backend = calls[i][0]
+            results[i] = _late(backend, None, started, task, slots[i])
+            _BACKGROUND.add(task)
+            backend.parked_calls().append(task)
+            task.add_done_callback(functools.partial(_forget, backend))
+        if not hold:
+            await AsyncFanOut.release(results)
+        return results
+
+    @staticmethod
+    async def release(results: Sequence[Any]) -> None:
+        """The late calls among ``results`` are done with (their tasks read their replies)."""
+        for late in results:
+            if isinstance(late, Late):
+                late.forget()
+
+    @staticmethod
+    async def follow(
+        late: Late, script: Script, keys: Sequence[bytes], args: Sequence[Any]
+    ) -> bool:
+        """Send ``script`` behind the late call, to run right after it on its server.
+
+        False (nothing sent) when its reply came meanwhile: the late call has run, and
+        ``script`` must be sent the ordinary way if it is still needed.
+        """
+        slot = late.slot
+        if slot is None:
+            return False
+        if slot.pending is None:
+            if late.task.done():  # it failed before sending: nothing to follow
+                return False
+            slot.behind.append((script, keys, args))  # sent as soon as the call is
+            return True
+        try:
+            sent: bool = await late.backend.follow(slot.pending, script, keys, args)
+        except Exception:
+            return False
+        return sent
 
     @staticmethod
     async def gather(fn: Callable[[T], Awaitable[R]], items: Sequence[T]) -> list[R | Exception]:
@@ -59,29 +209,93 @@ class AsyncFanOut:
         return list(await asyncio.gather(*(one(item) for item in items)))
 
 
+def _forget(backend: Any, task: Any) -> None:
+    _BACKGROUND.discard(task)
+    with contextlib.suppress(ValueError):
+        backend.parked_calls().remove(task)
+    if not task.cancelled():
+        task.exception()  # retrieved: a late server's error is no news
+
+
 class FanOut:
     """Scripts on N servers at once, without threads: write everything, then read."""
 
+    SLACK = 0.0
+    """None: the sync fan-out reads only what has arrived, each read with its own timeout,
+    and connects in turn, so a longer connection timeout would only slow a round where a
+    server hangs."""
+
     @staticmethod
-    def run(calls: Sequence[Call], timeout: float) -> list[Any]:
-        """Each call's reply, or the exception it raised, in order; each within ``timeout``."""
+    def run(
+        calls: Sequence[Call], timeout: float, enough: Enough | None = None, *, hold: bool = False
+    ) -> list[Any]:
+        """Each call's reply, the exception it raised, or :class:`Late`, in order; within
+        ``timeout``, or as soon as ``enough(results)``. ``hold``: the caller may
+        :meth:`follow` the late calls, then hands them on with :meth:`release` (until
+        then no other fan-out can read their connections)."""
+        for backend in {id(call[0]): call[0] for call in calls}.values():
+            _collect(backend)
+        started = time.monotonic()
         results: list[Any] = [None] * len(calls)
-        sent: list[tuple[int, Any, Any]] = []
-        for i, (backend, script, keys, args) in enumerate(calls):
+        sent: dict[int, tuple[int, Any, Any]] = {}  # socket fd -> (index, backend, pending)
+        for i, ((backend, script, keys, args), packed) in enumerate(
+            zip(calls, _packs(calls), strict=True)
+        ):
             try:
-                sent.append((i, backend, backend.send(script, keys, args)))
+                earlier = _earlier(backend)
+                if earlier is None:
+                    pending = backend.send(script, keys, args, packed)
+                else:  # behind this server's late call: its calls run in order
+                    pending = backend.behind(earlier, script, keys, args, packed)
             except Exception as exc:
                 results[i] = exc
-        for done, (i, backend, pending) in enumerate(sent):
-            try:
-                results[i] = backend.receive(pending, timeout)
-            except Exception as exc:
-                results[i] = exc
-            except BaseException:  # interrupted: close the connections not read yet
-                for _, other, unread in sent[done + 1 :]:
-                    other.abandon(unread)
-                raise
+                continue
+            sent[_fileno(pending)] = (i, backend, pending)
+        try:
+            while sent and not (enough is not None and enough(results)):
+                # Each reply has ``timeout`` from its own send (a connect may have been slow).
+                # Past the deadline, one more look: replies already in still count.
+                last = max(pending.sent_at for _, _, pending in sent.values())
+                ready = _ready(list(sent), max(last + timeout - time.monotonic(), 0.0))
+                if not ready:
+                    break
+                for fd in ready:
+                    i, backend, pending = sent.pop(fd)
+                    try:
+                        results[i] = backend.receive(pending, timeout)
+                    except Exception as exc:
+                        results[i] = exc
+        except BaseException:  # interrupted: close the connections not read yet
+            for _, other, unread in sent.values():
+                other.abandon(unread)
+            raise
+        for i, backend, pending in sent.values():  # late: the next fan-out collects them
+            results[i] = _late(backend, pending, started)
+        if not hold:
+            FanOut.release(results)
         return results
+
+    @staticmethod
+    def release(results: Sequence[Any]) -> None:
+        """Hand the late calls among ``results`` to the next fan-outs on their servers."""
+        for late in results:
+            if isinstance(late, Late):
+                if late.pending is not None:
+                    late.backend.parked_calls().append(late.pending)
+                late.forget()
+
+    @staticmethod
+    def follow(late: Late, script: Script, keys: Sequence[bytes], args: Sequence[Any]) -> bool:
+        """Send ``script`` behind the late call, to run right after it on its server.
+
+        False (nothing sent) when its reply came meanwhile: the late call has run, and
+        ``script`` must be sent the ordinary way if it is still needed.
+        """
+        try:
+            sent: bool = late.backend.follow(late.pending, script, keys, args)
+        except Exception:
+            return False
+        return sent
 
     @staticmethod
     def gather(fn: Callable[[T], R], items: Sequence[T]) -> list[R | Exception]:
@@ -93,3 +307,65 @@ class FanOut:
             except Exception as exc:
                 results.append(exc)
         return results
+
+
+def _fileno(pending: Any) -> int:
+    sock = pending.conn._sock
+    if sock is None:  # pragma: no cover - just sent on it
+        return -id(pending)
+    return int(sock.fileno())
+
+
+def _ready(fds: list[int], timeout: float) -> list[int]:
+    """The sockets among ``fds`` with something to read within ``timeout`` seconds (a
+    negative fd, a closed connection, is ready: its read fails at once)."""
+    closed = [fd for fd in fds if fd < 0]
+    if closed:
+        return closed
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        for fd in fds:
+            poller.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
+        return [fd for fd, _ in poller.poll(timeout * 1000)]
+    readable, _, _ = select.select(fds, [], [], timeout)  # pragma: no cover - no poll
+    return list(readable)
+
+
+CHAIN = 4
+"""The most unread calls queued on one connection to a late server; past that, the server is
+given up on that connection (closed) and the next call goes on a fresh one."""
+
+
+def _earlier(backend: Any) -> Any:
+    """A call of ``backend`` whose reply is still on its way (taken), or None."""
+    try:
+        pending = backend.parked_calls().pop()
+    except IndexError:
+        return None
+    if pending.before + pending.owed + 1 >= CHAIN:
+        backend.abandon(pending)
+        return None
+    return pending
+
+
+def _collect(backend: Any) -> None:
+    """Read the late replies that have arrived on ``backend`` (their connections go back to
+    use); close those older than :data:`LATE` (what was sent there still runs). Each parked
+    call is taken with ``pop``, so two threads never read one connection."""
+    parked: list[Any] = backend.parked_calls()
+    keep = []
+    now = time.monotonic()
+    while parked:
+        try:
+            pending = parked.pop()
+        except IndexError:  # another thread took the last one
+            break
+        fd = _fileno(pending)
+        if fd < 0 or _ready([fd], 0):
+            with contextlib.suppress(Exception):  # a late server's error is no news
+                backend.receive(pending, 0.1)
+        elif now - pending.sent_at > LATE:
+            backend.abandon(pending)
+        else:
+            keep.append(pending)
+    parked.extend(keep)

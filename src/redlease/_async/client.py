@@ -25,6 +25,7 @@ class with the same methods, in ``cluster.py``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -143,6 +144,9 @@ class Pending:
     keys: Sequence[bytes]
     args: Sequence[Any]
     sent_at: float
+    answered: bool = False  # its reply was read (set before the connection is given back)
+    owed: int = 0  # replies of scripts sent behind it on its connection (see ``follow``)
+    before: int = 0  # replies of earlier calls on its connection to read first (``behind``)
 
 
 class AsyncBackend:
@@ -176,6 +180,15 @@ class AsyncBackend:
         # as the script. Taken and given back with list.pop/append, atomic under the GIL.
         self._kept: list[Any] = []
         self._kept_pid = os.getpid()
+        # Fan-outs: calls whose replies were not read when they returned (a majority had
+        # answered, or the server was late): sync, their Pendings, which the next fan-out
+        # here reads or sends behind; asyncio, the tasks still reading them (_fanout.py).
+        self.parked: list[Any] = []
+        weakref.finalize(self, _forget_parked, self.parked)
+        # SHAs this server is known to have cached (an EVALSHA answered without NOSCRIPT):
+        # other scripts go as EVAL, so that a reply read late never turns out to be NOSCRIPT
+        # (the script would run only when the reply is read, and its resend then).
+        self.loaded: set[str] = set()
         # Weak-reference callbacks run before the collector finalizes a cycle's objects.
         weakref.finalize(self, AsyncConnections.forget, self._kept)
 
@@ -289,8 +302,18 @@ class AsyncBackend:
                 replies.append(exc)
         return replies[0], replies[1]
 
-    async def send(self, script: Script, keys: Sequence[bytes], args: Sequence[Any]) -> Pending:
-        """Send EVALSHA ``script`` on a connection of its own; read it with :meth:`receive`."""
+    async def send(
+        self,
+        script: Script,
+        keys: Sequence[bytes],
+        args: Sequence[Any],
+        packed: Any = None,
+    ) -> Pending:
+        """Send EVALSHA ``script`` on a connection of its own; read it with :meth:`receive`.
+
+        ``packed``: the same command already packed by :meth:`pack` (a fan-out packs it once
+        for all its servers).
+        """
         try:
             conn = await self._checkout()
         except self._foreign as exc:
@@ -299,7 +322,7 @@ class AsyncBackend:
             self._failed(exc)
             raise
         try:
-            await conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            await self._send_script(conn, script, keys, args, packed, check_health=True)
         except BaseException as exc:
             await self._discard(conn)
             if isinstance(exc, self._foreign):
@@ -308,6 +331,86 @@ class AsyncBackend:
                 self._failed(exc)
             raise
         return Pending(conn, script, keys, args, time.monotonic())
+
+    async def behind(
+        self,
+        earlier: Pending,
+        script: Script,
+        keys: Sequence[bytes],
+        args: Sequence[Any],
+        packed: Any = None,
+    ) -> Pending:
+        """Send EVALSHA ``script`` on the connection of ``earlier``, whose reply is not read
+        yet: the server runs it after ``earlier`` (one connection keeps its order), and
+        :meth:`receive` of the Pending returned reads (and drops) the earlier replies first."""
+        conn = earlier.conn
+        try:
+            await self._send_script(conn, script, keys, args, packed, check_health=False)
+        except BaseException as exc:
+            await self._discard(conn)
+            if isinstance(exc, self._foreign):
+                raise self._failed(translate(exc)) from exc
+            if isinstance(exc, (ConnectionError, TimeoutError)):
+                self._failed(exc)
+            raise
+        before = earlier.before + 1 + earlier.owed
+        return Pending(conn, script, keys, args, time.monotonic(), before=before)
+
+    async def _send_script(
+        self,
+        conn: Any,
+        script: Script,
+        keys: Sequence[bytes],
+        args: Sequence[Any],
+        packed: Any,
+        *,
+        check_health: bool,
+    ) -> None:
+        """EVALSHA ``script`` (``packed`` if given) where the server has it, else EVAL."""
+        if script.sha not in self._root.loaded:
+            await conn.send_command(
+                "EVAL", script.source, len(keys), *keys, *args, check_health=check_health
+            )
+        elif packed is None:
+            await conn.send_command(
+                "EVALSHA", script.sha, len(keys), *keys, *args, check_health=check_health
+            )
+        else:
+            await conn.send_packed_command(packed, check_health=check_health)
+
+    @staticmethod
+    def pack(script: Script, keys: Sequence[bytes], args: Sequence[Any]) -> list[bytes]:
+        """EVALSHA ``script`` as the bytes :meth:`send` writes (``packed``). ``args`` are
+        bytes, str or int: encoded the same by every connection."""
+        parts = [b"EVALSHA", script.sha.encode(), b"%d" % len(keys), *keys]
+        parts += [a if isinstance(a, bytes) else str(a).encode() for a in args]
+        out = [b"*%d\r\n" % len(parts)]
+        for part in parts:
+            out.append(b"$%d\r\n%s\r\n" % (len(part), part))
+        return [b"".join(out)]  # one chunk (redis-py writes each chunk of a list)
+
+    async def follow(
+        self, pending: Pending, script: Script, keys: Sequence[bytes], args: Sequence[Any]
+    ) -> bool:
+        """Send ``script`` behind ``pending`` on its connection, whose reply is not read yet:
+        the server runs it right after the pending script, whenever that runs (also after a
+        pause longer than any deadline). EVAL, so that a lost script cache cannot reorder them.
+
+        Its reply is read (and dropped) by :meth:`receive` after the pending one. Returns
+        False, sending nothing, when the pending reply was read already (the pending script
+        ran: send ``script`` the ordinary way) or the connection is gone.
+        """
+        if pending.answered or not AsyncConnections.connected(pending.conn):
+            return False
+        pending.owed += 1
+        try:
+            await pending.conn.send_command(
+                "EVAL", script.source, len(keys), *keys, *args, check_health=False
+            )
+        except Exception:
+            pending.owed -= 1
+            return False
+        return True
 
     async def receive(self, pending: Pending, timeout: float | None) -> Any:
         """The reply to ``pending``, within ``timeout`` seconds of sending it (``None``: the
@@ -321,16 +424,29 @@ class AsyncBackend:
         """
         conn = pending.conn
         try:
+            while pending.before:  # the replies of earlier calls on this connection
+                with contextlib.suppress(ResponseError):
+                    await self._read(conn, pending.sent_at, timeout)
+                pending.before -= 1
             try:
                 reply = await self._read(conn, pending.sent_at, timeout)
+                pending.answered = True
+                self._root.loaded.add(pending.script.sha)
             except NoScriptError:
+                pending.answered = True
+                self._root.loaded.discard(pending.script.sha)
+                await self._owed(pending, timeout)
+                if pending.owed:  # sent behind: resending it now would reverse the order
+                    raise
                 script, keys, args = pending.script, pending.keys, pending.args
                 try:
                     await conn.send_command("EVAL", script.source, len(keys), *keys, *args)
                 except self._foreign as exc:
                     raise translate(exc) from exc
                 reply = await self._read(conn, time.monotonic(), timeout)
+            await self._owed(pending, timeout)
         except ResponseError:
+            await self._owed(pending, timeout)
             await self._checkin(conn)  # a complete error reply: the connection is in sync
             raise
         except BaseException:
@@ -338,6 +454,13 @@ class AsyncBackend:
             raise
         await self._checkin(conn)
         return reply
+
+    async def _owed(self, pending: Pending, timeout: float | None) -> None:
+        """Read and drop the replies of the scripts sent behind ``pending``."""
+        while pending.owed:
+            with contextlib.suppress(ResponseError):  # a complete reply all the same
+                await self._read(pending.conn, time.monotonic(), timeout)
+            pending.owed -= 1
 
     async def _read(self, conn: Any, since: float, timeout: float | None) -> Any:
         # At least a millisecond, so that a reply already in the buffer is still read.
@@ -357,6 +480,7 @@ class AsyncBackend:
         self._refuse_if_closed()
         if self._kept_pid != os.getpid():  # a forked child: never use the parent's sockets
             self._kept.clear()
+            self.parked.clear()
             self._kept_pid = os.getpid()
         while True:
             try:
@@ -366,6 +490,12 @@ class AsyncBackend:
             if not await AsyncConnections.stale(conn):
                 return conn
             await self._discard(conn)  # closed by the server while idle: the next one
+
+    def parked_calls(self) -> list[Any]:
+        """:attr:`parked`, emptied first in a forked child (the parent's sockets)."""
+        if self._kept_pid != os.getpid():
+            self.parked.clear()
+        return self.parked
 
     async def _checkin(self, conn: Any) -> None:
         """Keep a connection whose last reply was read whole, for the next call."""
@@ -419,6 +549,7 @@ class AsyncBackend:
         self.closed = True
         for backend in (self, *self._deadlines.values()):
             backend._kept.clear()  # checked out of the pool: disconnected with it below
+            backend.parked.clear()
             await backend._pool.disconnect()
 
     def _refuse_if_closed(self) -> None:
@@ -472,6 +603,12 @@ class AsyncBackend:
         kwargs = self.client.connection_pool.connection_kwargs
         where = kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port')}"
         return f"{where}/{kwargs.get('db', 0) or 0}"
+
+
+def _forget_parked(parked: list[Any]) -> None:
+    """At garbage collection of a backend: close the connections of its parked calls too."""
+    AsyncConnections.forget([call.conn for call in parked if isinstance(call, Pending)])
+    parked.clear()
 
 
 class _Subscription:

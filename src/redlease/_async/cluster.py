@@ -274,12 +274,14 @@ class AsyncClusterBackend(AsyncBackend):
             self._broken()
             raise
 
-    async def send(self, script: Script, keys: Sequence[bytes], args: Sequence[Any]) -> Pending:
+    async def send(
+        self, script: Script, keys: Sequence[bytes], args: Sequence[Any], packed: Any = None
+    ) -> Pending:
         """Send EVALSHA ``script`` to the master owning the slot of ``keys``."""
         slot = key_slot(keys[0])
         try:
             node = await self.owner(slot)
-            pending = await node.send(script, keys, args)
+            pending = await node.send(script, keys, args, packed)
         except (ConnectionError, TimeoutError):
             self._broken()
             raise

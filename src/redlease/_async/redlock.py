@@ -26,7 +26,7 @@ from .._core.lock import (
 )
 from .._core.scripts import Script
 from .._core.waiters import WAITERS, Outcome
-from .._fanout import AsyncFanOut
+from .._fanout import AsyncFanOut, Late
 from .._synchronization import AsyncShield
 from ..errors import QuorumUnavailable
 from .client import AsyncBackend, check_client
@@ -47,8 +47,11 @@ class AsyncRedlock(AsyncHandle):
 
     Each acquire asks all servers at once, each under a per-server deadline
     (``server_timeout``), and holds the lock only if a majority granted it and
-    ``validity = ttl - elapsed - (ttl * drift_factor + 2 ms)`` is still positive. Otherwise it
-    releases on every server, including those that did not answer, and waits: for a release
+    ``validity = ttl - elapsed - (ttl * drift_factor + 2 ms)`` is still positive; it returns
+    as soon as a majority granted (the other replies are collected afterwards, off the
+    caller's path), and ``release()`` as soon as a majority released. Otherwise it releases
+    on every server, including those that did not answer (where the reply is late, behind the
+    acquire on the same connection, so a late grant is always undone), and waits: for a release
     message from any server, or for the lease it was told about to end. Waiters queue on every
     server under one ticket, so all servers agree on who is next: no split votes.
 
@@ -165,16 +168,36 @@ class AsyncRedlock(AsyncHandle):
         return runtime_for(self._clients[0])
 
     def _backends(self) -> tuple[AsyncBackend, ...]:
-        return tuple(rt.backend.with_deadline(self.server_timeout) for rt in self._runtimes())
+        """The servers for rounds: each round is bounded by ``server_timeout`` by the fan-out,
+        while a connection's own reads may take ``SLACK`` more (asyncio), so that a late reply
+        is collected (and whatever was sent behind it read), not its connection closed."""
+        timeout = self.server_timeout + AsyncFanOut.SLACK
+        return tuple(rt.backend.with_deadline(timeout) for rt in self._runtimes())
 
     async def _round(
-        self, script: Script, keys: list[bytes], args: list[Any], servers: Sequence[int] = ()
+        self,
+        script: Script,
+        keys: list[bytes],
+        args: list[Any],
+        servers: Sequence[int] = (),
+        *,
+        enough: Callable[[list[Any]], bool] | None = None,
+        quiet: list[Any] | None = None,
+        hold: bool = False,
     ) -> list[Any]:
-        """Run ``script`` on the given servers (default: all) at once; replies or exceptions."""
+        """Run ``script`` on the given servers (default: all) at once; replies or exceptions
+        (:class:`Late` for a reply not read yet: ``enough(replies)``, asked only of a round
+        over all servers, let it return, or the server's deadline passed). ``quiet``: the args
+        of the servers that need not tell waiters (:func:`core.tellers`), in a round over all
+        servers."""
         backends = self._backends()
         chosen = list(servers) if servers else list(range(len(backends)))
+        tellers = len(backends) if quiet is None or servers else core.tellers(len(backends))
         replies = await AsyncFanOut.run(
-            [(backends[i], script, keys, args) for i in chosen], self.server_timeout
+            [(backends[i], script, keys, args if i < tellers else quiet or args) for i in chosen],
+            self.server_timeout,
+            None if servers else enough,  # (rounds over some of the servers read them all)
+            hold=hold,
         )
         out: list[Any] = [None] * len(backends)
         for i, reply in zip(chosen, replies, strict=True):
@@ -186,7 +209,7 @@ class AsyncRedlock(AsyncHandle):
         missing = [i for i in range(len(self._clients)) if i not in self._identified]
         if not missing:
             return
-        backends = self._backends()
+        backends = [rt.backend.with_deadline(self.server_timeout) for rt in self._runtimes()]
 
         async def identify(i: int) -> tuple[str, int]:
             return await backends[i].identify()
@@ -222,7 +245,9 @@ class AsyncRedlock(AsyncHandle):
             )
 
         async def leave(servers: list[int], timeout: float | None) -> None:
-            replies = await self._round(LEAVE, *self._queue_args(token), servers=servers)
+            keys, args = self._queue_args(token)
+            some = servers if len(servers) < n else ()  # all of them: only some tell
+            replies = await self._round(LEAVE, keys, args, some, quiet=core.quiet(args))
             self._require_answers("leave the queues of", core.failures(replies))
 
         holding: Holding | None = await wait_turn(
@@ -250,8 +275,20 @@ class AsyncRedlock(AsyncHandle):
                 ACQUIRE,
                 [keys.lock, keys.fence, keys.queue, keys.handoff],
                 [token, self._ttl_ms, int(join), self._window_ms, WAITERS, ticket],
+                enough=core.acquire_settled,
+                hold=True,  # a late grant may need a release behind it (below)
             )
         )
+        try:
+            return await self._settle(owner, token, start, tally)
+        finally:
+            await AsyncFanOut.release(list(tally.errors.values()))
+
+    async def _settle(
+        self, owner: Hashable, token: bytes, start: float, tally: core.Tally
+    ) -> tuple[Holding | None, core.Tally]:
+        """Held if a majority granted in time (the fence merged); else undone everywhere."""
+        keys = self._keys
         if tally.has_quorum and core.validity(self._ttl_ms, time.monotonic() - start, 0) > 0:
             fence = tally.fence
             confirmed = len(tally.granted)
@@ -273,14 +310,33 @@ class AsyncRedlock(AsyncHandle):
         undo = sorted(set(tally.granted) | set(tally.errors))
         if undo:
             await AsyncShield.cleanup(
-                lambda timeout: self._round(RELEASE, *self._queue_args(token), servers=undo),
+                lambda timeout: self._undo(token, undo, tally.errors),
                 None,  # one round, each server bounded by server_timeout
             )
         self._require_answers("acquire", tally)
         return None, tally
 
+    async def _undo(self, token: bytes, servers: list[int], errors: dict[int, Any]) -> None:
+        """Release ``token`` on ``servers``: behind the acquire itself where its reply is late
+        (so the server runs the release after it, however late), else in a new round."""
+        keys, args = self._queue_args(token)
+        rest = [
+            i
+            for i in servers
+            if not (
+                isinstance(errors.get(i), Late)
+                and await AsyncFanOut.follow(errors[i], RELEASE, keys, args)
+            )
+        ]
+        if rest:
+            await self._round(RELEASE, keys, args, servers=rest)
+
     async def _release_remote(self, holding: Holding) -> None:
-        replies = await self._round(RELEASE, *self._queue_args(holding.token))
+        # Returns at a majority released: the rest release on their own (already sent).
+        keys, args = self._queue_args(holding.token)
+        replies = await self._round(
+            RELEASE, keys, args, enough=core.majority_done, quiet=core.quiet(args)
+        )
         self._require_quorum("release", replies, holding, count_lost=False)
 
     async def _set_lease(self, holding: Holding, ttl_ms: int) -> None:
@@ -330,8 +386,12 @@ class AsyncRedlock(AsyncHandle):
         ]
 
     def _queue_args(self, token: bytes) -> tuple[list[bytes], list[Any]]:
+        """KEYS and ARGV of release.lua and leave.lua: reservation mode, telling waiters."""
         keys = self._keys
-        return [keys.lock, keys.queue, keys.handoff], [token, self._window_ms, WAITERS]
+        return (
+            [keys.lock, keys.queue, keys.handoff, keys.fence],
+            [token, self._window_ms, WAITERS, core.MODE, 0, core.TELL],
+        )
 
 
 @dataclass(frozen=True)

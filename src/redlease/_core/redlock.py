@@ -6,10 +6,20 @@ The algorithm (Redis documentation, "Distributed Locks with Redis"), as redlease
 2. run acquire.lua with one token on all N servers at once, each with its own deadline;
 3. held only if a majority granted and ``validity = ttl - elapsed - drift`` is positive, where
    ``drift = ttl * drift_factor + 2 ms``;
+   The round returns as soon as a majority granted (or can no longer grant); the replies of
+   the rest are collected later, off the caller's path (``_fanout.py``);
 4. the fence is the largest counter among the granting servers, written back to them
    (fence.lua) before the acquire counts: every later majority meets one of them;
 5. otherwise release on every server, including those that did not answer (their reply may
-   have been lost), and wait for a release message or the lease end, then try again.
+   have been lost): where the reply is late, behind the acquire on its own connection, so
+   the server runs the release after the acquire however late that comes (a late grant is
+   always undone); then wait for a release message or the lease end, and try again.
+
+A release also returns at a majority released (the rest have been sent; each deletes only
+this token). Only :func:`tellers` of the N servers publish the wake-up of the next waiter:
+a release counts only if a majority released, and the N - tellers quiet servers are fewer
+than a majority, so every release that counts was told by at least one server; the waiter
+wakes on one message and then asks every server.
 
 Waiters queue on every server with the same ticket as score, so all servers agree on who is
 next and a release reserves the same waiter everywhere: no split votes.
@@ -25,21 +35,73 @@ from .lock import ACQUIRED, HELD, decode_acquire
 
 __all__ = [
     "MIN_SERVERS",
+    "MODE",
+    "TELL",
     "Tally",
+    "acquire_settled",
     "check_clients",
     "check_distinct",
     "check_drift_factor",
     "drift_ms",
     "failures",
+    "majority_done",
+    "quiet",
     "quorum",
     "tally",
+    "tellers",
     "validity",
 ]
+
+MODE = "R"
+"""The lock scripts' hand-off mode for Redlock: reservations (no server grants on its own)."""
+TELL = "1"
+"""ARGV ``tell`` of release.lua / leave.lua: publish the wake-up ("0": quiet)."""
 
 
 def quorum(n: int) -> int:
     """The majority of ``n`` servers."""
     return n // 2 + 1
+
+
+def tellers(n: int) -> int:
+    """How many of ``n`` servers publish a release's wake-up (the first ones): ``n - quorum
+    + 1``, so that the quiet ones are fewer than a majority."""
+    return n - quorum(n) + 1
+
+
+def quiet(args: list[Any]) -> list[Any]:
+    """release.lua / leave.lua ARGV that do not publish (``args`` ends with ``tell``)."""
+    return [*args[:-1], "0"]
+
+
+def _granted(reply: Any) -> bool:
+    return isinstance(reply, list) and bool(reply) and int(reply[0]) == ACQUIRED
+
+
+def _answers(replies: list[Any]) -> int:
+    return sum(1 for r in replies if r is not None and not isinstance(r, BaseException))
+
+
+def acquire_settled(replies: list[Any]) -> bool:
+    """Whether an acquire round over all servers may stop reading: a majority granted, or
+    so many refused that a majority can no longer grant. ``None``: no reply yet. Failures do
+    not settle it: whether the others answer decides contention (False) from an outage."""
+    n = len(replies)
+    granted = sum(1 for r in replies if _granted(r))
+    return granted >= quorum(n) or _answers(replies) - granted > n - quorum(n)
+
+
+def majority_done(replies: list[Any]) -> bool:
+    """Whether a release (or any 1-for-done script) round may stop reading: a majority did
+    it, or so many answered that they did not that a majority cannot (failures do not
+    settle it, as in :func:`acquire_settled`). ``None``: no reply yet."""
+    n = len(replies)
+    done = sum(1 for r in replies if _is_one(r))
+    return done >= quorum(n) or _answers(replies) - done > n - quorum(n)
+
+
+def _is_one(reply: Any) -> bool:
+    return isinstance(reply, int) and reply == 1
 
 
 def drift_ms(ttl_ms: int, drift_factor: float) -> float:

@@ -275,12 +275,14 @@ class ClusterBackend(Backend):
             self._broken()
             raise
 
-    def send(self, script: Script, keys: Sequence[bytes], args: Sequence[Any]) -> Pending:
+    def send(
+        self, script: Script, keys: Sequence[bytes], args: Sequence[Any], packed: Any = None
+    ) -> Pending:
         """Send EVALSHA ``script`` to the master owning the slot of ``keys``."""
         slot = key_slot(keys[0])
         try:
             node = self.owner(slot)
-            pending = node.send(script, keys, args)
+            pending = node.send(script, keys, args, packed)
         except (ConnectionError, TimeoutError):
             self._broken()
             raise

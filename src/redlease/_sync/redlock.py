@@ -27,7 +27,7 @@ from .._core.lock import (
 )
 from .._core.scripts import Script
 from .._core.waiters import WAITERS, Outcome
-from .._fanout import FanOut
+from .._fanout import FanOut, Late
 from .._synchronization import Shield
 from ..errors import QuorumUnavailable
 from .client import Backend, check_client
@@ -48,8 +48,11 @@ class Redlock(Handle):
 
     Each acquire asks all servers at once, each under a per-server deadline
     (``server_timeout``), and holds the lock only if a majority granted it and
-    ``validity = ttl - elapsed - (ttl * drift_factor + 2 ms)`` is still positive. Otherwise it
-    releases on every server, including those that did not answer, and waits: for a release
+    ``validity = ttl - elapsed - (ttl * drift_factor + 2 ms)`` is still positive; it returns
+    as soon as a majority granted (the other replies are collected afterwards, off the
+    caller's path), and ``release()`` as soon as a majority released. Otherwise it releases
+    on every server, including those that did not answer (where the reply is late, behind the
+    acquire on the same connection, so a late grant is always undone), and waits: for a release
     message from any server, or for the lease it was told about to end. Waiters queue on every
     server under one ticket, so all servers agree on who is next: no split votes.
 
@@ -166,16 +169,36 @@ class Redlock(Handle):
         return runtime_for(self._clients[0])
 
     def _backends(self) -> tuple[Backend, ...]:
-        return tuple(rt.backend.with_deadline(self.server_timeout) for rt in self._runtimes())
+        """The servers for rounds: each round is bounded by ``server_timeout`` by the fan-out,
+        while a connection's own reads may take ``SLACK`` more (asyncio), so that a late reply
+        is collected (and whatever was sent behind it read), not its connection closed."""
+        timeout = self.server_timeout + FanOut.SLACK
+        return tuple(rt.backend.with_deadline(timeout) for rt in self._runtimes())
 
     def _round(
-        self, script: Script, keys: list[bytes], args: list[Any], servers: Sequence[int] = ()
+        self,
+        script: Script,
+        keys: list[bytes],
+        args: list[Any],
+        servers: Sequence[int] = (),
+        *,
+        enough: Callable[[list[Any]], bool] | None = None,
+        quiet: list[Any] | None = None,
+        hold: bool = False,
     ) -> list[Any]:
-        """Run ``script`` on the given servers (default: all) at once; replies or exceptions."""
+        """Run ``script`` on the given servers (default: all) at once; replies or exceptions
+        (:class:`Late` for a reply not read yet: ``enough(replies)``, asked only of a round
+        over all servers, let it return, or the server's deadline passed). ``quiet``: the args
+        of the servers that need not tell waiters (:func:`core.tellers`), in a round over all
+        servers."""
         backends = self._backends()
         chosen = list(servers) if servers else list(range(len(backends)))
+        tellers = len(backends) if quiet is None or servers else core.tellers(len(backends))
         replies = FanOut.run(
-            [(backends[i], script, keys, args) for i in chosen], self.server_timeout
+            [(backends[i], script, keys, args if i < tellers else quiet or args) for i in chosen],
+            self.server_timeout,
+            None if servers else enough,  # (rounds over some of the servers read them all)
+            hold=hold,
         )
         out: list[Any] = [None] * len(backends)
         for i, reply in zip(chosen, replies, strict=True):
@@ -187,7 +210,7 @@ class Redlock(Handle):
         missing = [i for i in range(len(self._clients)) if i not in self._identified]
         if not missing:
             return
-        backends = self._backends()
+        backends = [rt.backend.with_deadline(self.server_timeout) for rt in self._runtimes()]
 
         def identify(i: int) -> tuple[str, int]:
             return backends[i].identify()
@@ -223,7 +246,9 @@ class Redlock(Handle):
             )
 
         def leave(servers: list[int], timeout: float | None) -> None:
-            replies = self._round(LEAVE, *self._queue_args(token), servers=servers)
+            keys, args = self._queue_args(token)
+            some = servers if len(servers) < n else ()  # all of them: only some tell
+            replies = self._round(LEAVE, keys, args, some, quiet=core.quiet(args))
             self._require_answers("leave the queues of", core.failures(replies))
 
         holding: Holding | None = wait_turn(
@@ -251,8 +276,20 @@ class Redlock(Handle):
                 ACQUIRE,
                 [keys.lock, keys.fence, keys.queue, keys.handoff],
                 [token, self._ttl_ms, int(join), self._window_ms, WAITERS, ticket],
+                enough=core.acquire_settled,
+                hold=True,  # a late grant may need a release behind it (below)
             )
         )
+        try:
+            return self._settle(owner, token, start, tally)
+        finally:
+            FanOut.release(list(tally.errors.values()))
+
+    def _settle(
+        self, owner: Hashable, token: bytes, start: float, tally: core.Tally
+    ) -> tuple[Holding | None, core.Tally]:
+        """Held if a majority granted in time (the fence merged); else undone everywhere."""
+        keys = self._keys
         if tally.has_quorum and core.validity(self._ttl_ms, time.monotonic() - start, 0) > 0:
             fence = tally.fence
             confirmed = len(tally.granted)
@@ -274,14 +311,33 @@ class Redlock(Handle):
         undo = sorted(set(tally.granted) | set(tally.errors))
         if undo:
             Shield.cleanup(
-                lambda timeout: self._round(RELEASE, *self._queue_args(token), servers=undo),
+                lambda timeout: self._undo(token, undo, tally.errors),
                 None,  # one round, each server bounded by server_timeout
             )
         self._require_answers("acquire", tally)
         return None, tally
 
+    def _undo(self, token: bytes, servers: list[int], errors: dict[int, Any]) -> None:
+        """Release ``token`` on ``servers``: behind the acquire itself where its reply is late
+        (so the server runs the release after it, however late), else in a new round."""
+        keys, args = self._queue_args(token)
+        rest = [
+            i
+            for i in servers
+            if not (
+                isinstance(errors.get(i), Late)
+                and FanOut.follow(errors[i], RELEASE, keys, args)
+            )
+        ]
+        if rest:
+            self._round(RELEASE, keys, args, servers=rest)
+
     def _release_remote(self, holding: Holding) -> None:
-        replies = self._round(RELEASE, *self._queue_args(holding.token))
+        # Returns at a majority released: the rest release on their own (already sent).
+        keys, args = self._queue_args(holding.token)
+        replies = self._round(
+            RELEASE, keys, args, enough=core.majority_done, quiet=core.quiet(args)
+        )
         self._require_quorum("release", replies, holding, count_lost=False)
 
     def _set_lease(self, holding: Holding, ttl_ms: int) -> None:
@@ -331,8 +387,12 @@ class Redlock(Handle):
         ]
 
     def _queue_args(self, token: bytes) -> tuple[list[bytes], list[Any]]:
+        """KEYS and ARGV of release.lua and leave.lua: reservation mode, telling waiters."""
         keys = self._keys
-        return [keys.lock, keys.queue, keys.handoff], [token, self._window_ms, WAITERS]
+        return (
+            [keys.lock, keys.queue, keys.handoff, keys.fence],
+            [token, self._window_ms, WAITERS, core.MODE, 0, core.TELL],
+        )
 
 
 @dataclass(frozen=True)
