@@ -15,8 +15,9 @@ it keeps the clients out (the proxy stalls) until it has set each name's fencing
 above every fence issued before (read just before the restart, plus a margin), so fences keep
 increasing. (Letting clients in first let the empty server hand out fences issued before, one
 of them equal to the newest the store had accepted, which the store accepts again: a stale
-write, seen once in a run.) Redlock needs no such step: one server of five losing its data is
-a minority.
+write, seen once in a run.) Redlock needs no such step: a server that lost its counters does
+not count toward a fence until the others write the fence back to it (see docs/safety.md; the
+100,000-operation run before that rule found three stale writes).
 """
 
 from __future__ import annotations

@@ -69,3 +69,29 @@ def test_one_server_twice_is_refused_by_run_id_whatever_the_db() -> None:
 def test_drift_factor_bounds(value: object, error: type[Exception]) -> None:
     with pytest.raises(error, match="drift_factor"):
         core.check_drift_factor(value)
+
+
+def test_a_grant_without_a_counter_does_not_count_toward_the_fence() -> None:
+    from redlease._core.redlock import Tally
+
+    # 3 granted, one of them without a counter (restarted empty): not enough
+    t = Tally(n=5, granted={2: 0, 3: 7, 4: 7})
+    assert t.has_quorum and not t.fence_known and t.fresh == [2]
+    assert "1 of them have no fencing counter" in t.fence_unknown()
+    # 4 granted, 3 with counters: the fence is theirs
+    t = Tally(n=5, granted={1: 9, 2: 0, 3: 7, 4: 7})
+    assert t.fence_known and t.fence == 9
+    # a name used nowhere yet: every answer a grant without a counter
+    t = Tally(n=5, granted={0: 0, 1: 0, 2: 0}, errors={3: TimeoutError(), 4: TimeoutError()})
+    assert t.fence_known and t.fence == 1
+    # ... but not when a server refused (it may have the counter)
+    t = Tally(n=5, granted={0: 0, 1: 0, 2: 0, 3: 0}, lease_ms=[100])
+    assert not t.fence_known
+
+
+def test_an_acquire_round_waits_for_grants_with_counters() -> None:
+    from redlease._core.redlock import acquire_settled
+
+    assert not acquire_settled([[1, 0], [1, 5], [1, 5], None, None])
+    assert acquire_settled([[1, 0], [1, 5], [1, 5], [1, 5], None])
+    assert acquire_settled([[1, 0], [1, 5], [1, 5], [0, 10, 1], [0, 10, 1]])

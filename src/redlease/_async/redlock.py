@@ -55,11 +55,14 @@ class AsyncRedlock(AsyncHandle):
     message from any server, or for the lease it was told about to end. Waiters queue on every
     server under one ticket, so all servers agree on who is next: no split votes.
 
-    Fencing tokens strictly increase across holders as long as the servers that lose their
-    data (restart empty) are a minority at every moment: the fence is the largest counter of
-    the granting majority, written back to that majority before the acquire counts, so every
-    later majority includes a server that has seen it. See ``docs/safety.md`` for when Redlock
-    is worth it, and its persistence and clock assumptions.
+    Fencing tokens strictly increase across holders as long as the servers that lost their
+    data (restarted empty) and were not written back since are never a majority: the fence is
+    the largest counter of the granting servers, written back to them before the acquire
+    counts, and it counts only if a majority of them *have* a counter for the name (a server
+    that lost its data has none), so it meets a server that has seen the last fence.
+    Otherwise ``acquire()`` raises :class:`~redlease.QuorumUnavailable` rather than guess.
+    See ``docs/safety.md`` for when Redlock is worth it, and its persistence and clock
+    assumptions.
 
     With fewer than a majority of servers answering, ``acquire()`` raises
     :class:`~redlease.QuorumUnavailable` (plain contention returns ``False``).
@@ -289,7 +292,8 @@ class AsyncRedlock(AsyncHandle):
     ) -> tuple[Holding | None, core.Tally]:
         """Held if a majority granted in time (the fence merged); else undone everywhere."""
         keys = self._keys
-        if tally.has_quorum and core.validity(self._ttl_ms, time.monotonic() - start, 0) > 0:
+        known = tally.fence_known
+        if known and core.validity(self._ttl_ms, time.monotonic() - start, 0) > 0:
             fence = tally.fence
             confirmed = len(tally.granted)
             if any(counter != fence for counter in tally.granted.values()):
@@ -301,6 +305,7 @@ class AsyncRedlock(AsyncHandle):
                 confirmed = sum(1 for i in tally.granted if _is_one(replies[i]))
             valid = core.validity(self._ttl_ms, time.monotonic() - start, self._drift_factor)
             if confirmed >= self.quorum and valid > 0:
+                await self._catch_up(token, fence, tally.errors)
                 holding = self._holding_for(
                     owner, token, fence, start + valid, self._renewal(), RENEW
                 )
@@ -314,7 +319,28 @@ class AsyncRedlock(AsyncHandle):
                 None,  # one round, each server bounded by server_timeout
             )
         self._require_answers("acquire", tally)
+        if tally.has_quorum and not known and not (tally.lease_ms or tally.reserved_ms):
+            # (With a refusal in the tally, another holder is at work: contention, try again.)
+            raise QuorumUnavailable(
+                f"could not acquire lock {self.name!r}: {tally.fence_unknown()}",
+                name=self.name,
+                errors=tally.errors,
+            )
         return None, tally
+
+    async def _catch_up(self, token: bytes, fence: int, errors: dict[int, Any]) -> None:
+        """Write the fence back to the servers whose acquire reply is late too (behind the
+        acquire, on its connection; fence.lua does nothing where the lock is not ours): a
+        server without a counter (restarted empty) gets one, so that it counts again."""
+        keys = self._keys
+        rest = [
+            i
+            for i, error in errors.items()
+            if isinstance(error, Late)
+            and not await AsyncFanOut.follow(error, FENCE, [keys.lock, keys.fence], [token, fence])
+        ]
+        if rest:  # their replies came meanwhile: an ordinary round (rare)
+            await self._round(FENCE, [keys.lock, keys.fence], [token, fence], servers=rest)
 
     async def _undo(self, token: bytes, servers: list[int], errors: dict[int, Any]) -> None:
         """Release ``token`` on ``servers``: behind the acquire itself where its reply is late

@@ -9,9 +9,10 @@ same step.
 **Equal fences are accepted.** One holder must be able to write twice under one acquisition
 (``lock.fence`` does not change while the lock is held), and two holders never get the same
 fence from a lock (the fence is ``INCR``-ed by the script that grants the lock). A fence can
-repeat only when the lock's fencing counter itself was lost (a lock server restarted empty,
-see ``docs/safety.md``); rejecting equal fences would not help then anyway, since the
-repeated fences are not necessarily equal to the last one accepted.
+repeat only when the lock's fencing counter itself was lost (a lock server restarted empty; for
+a Redlock, a majority of its servers lost theirs, see ``docs/safety.md``); rejecting equal
+fences would not help then anyway, since the repeated fences are not necessarily equal to the
+last one accepted.
 
 Keys, for prefix ``redlease`` and resource ``invoice:42``::
 

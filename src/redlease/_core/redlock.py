@@ -78,6 +78,11 @@ def _granted(reply: Any) -> bool:
     return isinstance(reply, list) and bool(reply) and int(reply[0]) == ACQUIRED
 
 
+def _counted(reply: Any) -> bool:
+    """Granted by a server that has the name's fencing counter (see :attr:`Tally.fresh`)."""
+    return _granted(reply) and len(reply) > 1 and int(reply[1]) > 0
+
+
 def _answers(replies: list[Any]) -> int:
     return sum(1 for r in replies if r is not None and not isinstance(r, BaseException))
 
@@ -88,7 +93,12 @@ def acquire_settled(replies: list[Any]) -> bool:
     not settle it: whether the others answer decides contention (False) from an outage."""
     n = len(replies)
     granted = sum(1 for r in replies if _granted(r))
-    return granted >= quorum(n) or _answers(replies) - granted > n - quorum(n)
+    counted = sum(1 for r in replies if _counted(r))
+    return (
+        counted >= quorum(n)  # (a grant without a counter waits for more: Tally.fence_known)
+        or _answers(replies) - granted > n - quorum(n)
+        or all(r is not None for r in replies)
+    )
 
 
 def majority_done(replies: list[Any]) -> bool:
@@ -133,9 +143,43 @@ class Tally:
         return len(self.granted) >= quorum(self.n)
 
     @property
+    def fresh(self) -> list[int]:
+        """Granting servers without a fencing counter for the name: never used there, or the
+        server lost its data (restarted empty). Their counter is not created by the acquire:
+        only the write-back of a merged fence creates it (fence.lua)."""
+        return [i for i, counter in self.granted.items() if counter == 0]
+
+    @property
+    def fence_known(self) -> bool:
+        """Whether the merged fence is surely above every fence issued before.
+
+        Every issued fence was written back to a majority. A server that lost its data since
+        has no counter any more (it is *fresh*); one that kept it has at least that fence. So
+        a majority of granting servers *with* a counter meets a server that has the last fence
+        (any two majorities share a server). A fresh server does not count: had it counted,
+        one restart-empty plus two servers that missed a write-back (down, hung, slow) would
+        make a majority that knows nothing of the last fence, and issue it again (the chaos
+        long run found this). The one exception is a name used nowhere yet: every server that
+        answered granted and is fresh.
+        """
+        counted = len(self.granted) - len(self.fresh)
+        if counted >= quorum(self.n):
+            return True
+        return counted == 0 and self.has_quorum and not self.lease_ms and not self.reserved_ms
+
+    @property
     def fence(self) -> int:
-        """The merged fence: the largest counter among the granting servers."""
-        return max(self.granted.values())
+        """The merged fence: the largest counter among the granting servers (1 for a name
+        used nowhere yet)."""
+        return max(max(self.granted.values()), 1)
+
+    def fence_unknown(self) -> str:
+        """Why a majority granted but the fence cannot be trusted (``not fence_known``)."""
+        return (
+            f"{len(self.granted)} of {self.n} servers granted it, but {len(self.fresh)} of them "
+            "have no fencing counter for it (restarted empty, or never used), which leaves "
+            f"fewer than a quorum ({quorum(self.n)}) that remember the last fence issued"
+        )
 
     def unavailable(self) -> str:
         """Why fewer than a quorum of servers answered."""

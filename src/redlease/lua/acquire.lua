@@ -15,6 +15,9 @@
 -- ARGV[7] mode     optional: "G" fair, direct grants (Lock); "B" barging (Lock fair=False);
 --                  "R" (default) reservations (Redlock). See lock_lib.lua.
 -- Returns {1, fence}       acquired; fence = the new fencing token (strictly increasing per name)
+--                          Mode R: {1, 0} when this server has no counter for the name (never
+--                          used here, or the server lost its data): none is created; the
+--                          client writes the merged fence back (fence.lua) if it may count
 --         {0, pttl, now}  held by someone else; pttl = ms left on its lease (-1: no expiry)
 --         {2, ms, now}    free, but reserved for the queue head for ms more (mode R)
 --         now = the server's time in ms
@@ -82,6 +85,14 @@ if mode == 'G' then
   return {1, redis.call('INCR', fence)}
 end
 
+-- Mode R (Redlock): a counter is only ever raised, never created: a server that lost its data
+-- must not hand out a count from 0 (see redlock.py). A missing counter answers 0; fence.lua
+-- creates it with the merged fence.
+local function next_fence()
+  if redis.call('EXISTS', fence) == 0 then return 0 end
+  return redis.call('INCR', fence)
+end
+
 -- Mode R. Nobody queued ahead of us: try the lock itself (the uncontended path).
 local head = redis.call('ZRANGE', queue, 0, 0)[1]
 if not head or head == token then
@@ -92,7 +103,7 @@ if not head or head == token then
     redis.call('DEL', handoff)
     took(true)
   end
-  return {1, redis.call('INCR', fence)}
+  return {1, next_fence()}
 end
 
 -- Another waiter is ahead. Only the queue head may take the free lock; skip a head whose
@@ -115,4 +126,4 @@ end
 -- The skipped head was the only one ahead of us (or the queue is now empty).
 redis.call('SET', lock, token, 'PX', lease)
 took(head)
-return {1, redis.call('INCR', fence)}
+return {1, next_fence()}
