@@ -97,9 +97,7 @@ def _packs(calls: Sequence[Call]) -> list[Any]:
     return out
 
 
-def _late(
-    backend: Any, pending: Any, started: float, task: Any = None, slot: Any = None
-) -> Late:
+def _late(backend: Any, pending: Any, started: float, task: Any = None, slot: Any = None) -> Late:
     waited = time.monotonic() - started
     return Late(f"no reply yet after {waited * 1000:.1f} ms", backend, pending, task, slot)
 
