@@ -22,6 +22,9 @@ What a cluster adds:
   connection: the waiter hub wakes every waiter to try again and subscribes anew, on the new
   owner. redis-py's own cluster pub/sub is not used: it borrows the nodes' pools (which retry)
   and its asyncio form arrived only in redis-py 8.
+* **Redis >= 7.0.** Each master is asked its version (``INFO server``) once, before its first
+  script: an older one is refused with :class:`ClusterTooOld` naming the requirement, instead
+  of scripts failing on ``SPUBLISH`` and waiters on ``SSUBSCRIBE``.
 * **Renewals by node.** :class:`AsyncClusterRenewal` splits a watchdog batch by slot (a
   renewal script may touch one slot only) and sends each node's calls together, pipelined on
   one connection: one round trip per node per tick, whatever the number of locks.
@@ -50,12 +53,13 @@ from redis.exceptions import (
 
 from .._compat import AsyncConnections
 from .._core import renewals
+from .._core.cluster import sharded_pubsub_refusal
 from .._core.lease import Holding
 from .._core.scripts import Script
 from .client import AsyncBackend, Pending, _redis_flavor
 from .renewer import MIN_WAIT
 
-__all__ = ["AsyncClusterBackend", "AsyncClusterRenewal"]
+__all__ = ["AsyncClusterBackend", "AsyncClusterRenewal", "ClusterTooOld"]
 
 _guard = threading.Lock()
 
@@ -77,6 +81,12 @@ def _node_settings(node: Any) -> tuple[Any, dict[str, Any]]:
     for name in _DROPPED:
         kwargs.pop(name, None)
     return cls, kwargs
+
+
+class ClusterTooOld(ResponseError):
+    """A master of the cluster predates sharded pub/sub (Redis < 7.0): redlease cannot wake
+    waiters there. Raised before any script is sent to it; the primitives chain it into
+    their ``*Unavailable`` error, whose message names the node, its version and 7.0."""
 
 
 @dataclass
@@ -118,6 +128,9 @@ class AsyncClusterBackend(AsyncBackend):
         # the map is refreshed (after MOVED, or a node that did not answer)
         self._owners: dict[int, tuple[str, int]] = {}
         self._stale = False  # root only: refresh the map of slots before the next script
+        # root only: master -> None (it has sharded pub/sub) or why it cannot serve redlease,
+        # from its INFO server, asked once before its first script
+        self._versions: dict[tuple[str, int], str | None] = {}
         self._cluster_deadlines: dict[float, AsyncClusterBackend] = {}
 
     def __repr__(self) -> str:
@@ -160,7 +173,26 @@ class AsyncClusterBackend(AsyncBackend):
                 raise ConnectionError(
                     f"no node of the cluster answered for slot {slot}: {exc}"
                 ) from exc
-        return self._node(address)
+        node = self._node(address)
+        if address not in root._versions:
+            await self._check_version(address, node)
+        refusal = root._versions[address]
+        if refusal is not None:
+            raise ClusterTooOld(refusal)
+        return node
+
+    async def _check_version(self, address: tuple[str, int], node: AsyncBackend) -> None:
+        """Ask the master at ``address`` (once) whether it has sharded pub/sub (Redis >= 7.0):
+        without it, scripts would fail on SPUBLISH and waiters on SSUBSCRIBE."""
+        conn = await node._checkout()
+        try:
+            await conn.send_command("INFO", "server")
+            info = await AsyncConnections.read(conn, self.socket_timeout)
+        except BaseException:
+            await node._discard(conn)
+            raise
+        await node._pool.release(conn)
+        self._croot._versions[address] = sharded_pubsub_refusal(info, f"{address[0]}:{address[1]}")
 
     async def _lookup(self, slot: int) -> tuple[str, int]:
         """The master of ``slot`` in the client's map of slots (refreshed first if stale)."""

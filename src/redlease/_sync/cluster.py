@@ -23,6 +23,9 @@ What a cluster adds:
   connection: the waiter hub wakes every waiter to try again and subscribes anew, on the new
   owner. redis-py's own cluster pub/sub is not used: it borrows the nodes' pools (which retry)
   and its asyncio form arrived only in redis-py 8.
+* **Redis >= 7.0.** Each master is asked its version (``INFO server``) once, before its first
+  script: an older one is refused with :class:`ClusterTooOld` naming the requirement, instead
+  of scripts failing on ``SPUBLISH`` and waiters on ``SSUBSCRIBE``.
 * **Renewals by node.** :class:`ClusterRenewal` splits a watchdog batch by slot (a
   renewal script may touch one slot only) and sends each node's calls together, pipelined on
   one connection: one round trip per node per tick, whatever the number of locks.
@@ -51,12 +54,13 @@ from redis.exceptions import (
 
 from .._compat import Connections
 from .._core import renewals
+from .._core.cluster import sharded_pubsub_refusal
 from .._core.lease import Holding
 from .._core.scripts import Script
 from .client import Backend, Pending, _redis_flavor
 from .renewer import MIN_WAIT
 
-__all__ = ["ClusterBackend", "ClusterRenewal"]
+__all__ = ["ClusterBackend", "ClusterRenewal", "ClusterTooOld"]
 
 _guard = threading.Lock()
 
@@ -78,6 +82,12 @@ def _node_settings(node: Any) -> tuple[Any, dict[str, Any]]:
     for name in _DROPPED:
         kwargs.pop(name, None)
     return cls, kwargs
+
+
+class ClusterTooOld(ResponseError):
+    """A master of the cluster predates sharded pub/sub (Redis < 7.0): redlease cannot wake
+    waiters there. Raised before any script is sent to it; the primitives chain it into
+    their ``*Unavailable`` error, whose message names the node, its version and 7.0."""
 
 
 @dataclass
@@ -119,6 +129,9 @@ class ClusterBackend(Backend):
         # the map is refreshed (after MOVED, or a node that did not answer)
         self._owners: dict[int, tuple[str, int]] = {}
         self._stale = False  # root only: refresh the map of slots before the next script
+        # root only: master -> None (it has sharded pub/sub) or why it cannot serve redlease,
+        # from its INFO server, asked once before its first script
+        self._versions: dict[tuple[str, int], str | None] = {}
         self._cluster_deadlines: dict[float, ClusterBackend] = {}
 
     def __repr__(self) -> str:
@@ -161,7 +174,26 @@ class ClusterBackend(Backend):
                 raise ConnectionError(
                     f"no node of the cluster answered for slot {slot}: {exc}"
                 ) from exc
-        return self._node(address)
+        node = self._node(address)
+        if address not in root._versions:
+            self._check_version(address, node)
+        refusal = root._versions[address]
+        if refusal is not None:
+            raise ClusterTooOld(refusal)
+        return node
+
+    def _check_version(self, address: tuple[str, int], node: Backend) -> None:
+        """Ask the master at ``address`` (once) whether it has sharded pub/sub (Redis >= 7.0):
+        without it, scripts would fail on SPUBLISH and waiters on SSUBSCRIBE."""
+        conn = node._checkout()
+        try:
+            conn.send_command("INFO", "server")
+            info = Connections.read(conn, self.socket_timeout)
+        except BaseException:
+            node._discard(conn)
+            raise
+        node._pool.release(conn)
+        self._croot._versions[address] = sharded_pubsub_refusal(info, f"{address[0]}:{address[1]}")
 
     def _lookup(self, slot: int) -> tuple[str, int]:
         """The master of ``slot`` in the client's map of slots (refreshed first if stale)."""
