@@ -52,12 +52,11 @@ from redis.exceptions import (
     TimeoutError,
 )
 
-from .._compat import Connections
 from .._core import renewals
 from .._core.cluster import sharded_pubsub_refusal
 from .._core.lease import Holding
 from .._core.scripts import Script
-from .client import Backend, Pending, _redis_flavor
+from .client import Backend, Pending, _Flavor, _redis_flavor, translate
 from .renewer import MIN_WAIT
 
 __all__ = ["ClusterBackend", "ClusterRenewal", "ClusterTooOld"]
@@ -69,11 +68,12 @@ _DROPPED = ("redis_connect_func", "retry", "connection_class", "max_connections"
 
 
 def _node_settings(node: Any) -> tuple[Any, dict[str, Any]]:
-    """``(connection class, connection kwargs)`` of a redis-py ``ClusterNode`` (sync or asyncio).
+    """``(connection class, connection kwargs)`` of a ``ClusterNode`` (sync or asyncio).
 
-    The sync node keeps them in its ``redis_connection``'s pool, the asyncio node on itself.
+    The sync node keeps them in its ``redis_connection``'s pool (valkey-py's:
+    ``valkey_connection``), the asyncio node on itself.
     """
-    client = getattr(node, "redis_connection", None)
+    client = getattr(node, "redis_connection", None) or getattr(node, "valkey_connection", None)
     if client is not None:
         pool = client.connection_pool
         cls, kwargs = pool.connection_class, dict(pool.connection_kwargs)
@@ -88,6 +88,16 @@ class ClusterTooOld(ResponseError):
     """A master of the cluster predates sharded pub/sub (Redis < 7.0): redlease cannot wake
     waiters there. Raised before any script is sent to it; the primitives chain it into
     their ``*Unavailable`` error, whose message names the node, its version and 7.0."""
+
+
+def _cluster_exceptions(flavor: _Flavor) -> tuple[type[BaseException], ...]:
+    """The client library's exception for "no map of slots" (valkey-py's own class)."""
+    if flavor.library != "valkey":
+        return ()
+    import valkey.exceptions  # type: ignore[import-not-found, unused-ignore]
+
+    cls: type[BaseException] = valkey.exceptions.ValkeyClusterException
+    return (cls,)
 
 
 @dataclass
@@ -113,16 +123,24 @@ class ClusterBackend(Backend):
         client: Any,
         timeout: float | None = None,
         root: ClusterBackend | None = None,
+        *,
+        flavor: _Flavor | None = None,
     ) -> None:
         self.client = client
         self.identity: tuple[str, int] | None = None
         self._croot = root or self
         self._root = self._croot  # what the inherited _refuse_if_closed() looks at
-        self._foreign = ()  # redis-py only: nothing to translate
+        self._flavor = flavor or (root._flavor if root is not None else _redis_flavor())
+        self._foreign = self._flavor.errors  # valkey-py's own errors: translated
+        # what the client library raises when no node gives it a map of slots (not a
+        # RedisError: said as one)
+        self._unmapped: tuple[type[BaseException], ...] = (
+            RedisClusterException,
+            *_cluster_exceptions(self._flavor),
+        )
         self.closed = False  # set by redlease.close(): every new call raises ConnectionError
         self._down = False
         self._timeout = timeout
-        self._flavor = _redis_flavor()
         self._nodes: dict[tuple[str, int], Backend] = {}  # root only: per node
         self._template: tuple[Any, dict[str, Any]] | None = None  # root only
         # root only: slot -> its master, as last looked up or learned from MOVED; cleared when
@@ -168,8 +186,9 @@ class ClusterBackend(Backend):
         address = root._owners.get(slot) if not root._stale else None
         if address is None:
             try:
-                address = root._owners[slot] = self._lookup(slot)
-            except RedisClusterException as exc:  # not a RedisError: say it as one
+                with self._translated():
+                    address = root._owners[slot] = self._lookup(slot)
+            except self._unmapped as exc:  # not a RedisError: say it as one
                 root._stale = True
                 raise ConnectionError(
                     f"no node of the cluster answered for slot {slot}: {exc}"
@@ -185,10 +204,15 @@ class ClusterBackend(Backend):
     def _check_version(self, address: tuple[str, int], node: Backend) -> None:
         """Ask the master at ``address`` (once) whether it has sharded pub/sub (Redis >= 7.0):
         without it, scripts would fail on SPUBLISH and waiters on SSUBSCRIBE."""
-        conn = node._checkout()
         try:
-            conn.send_command("INFO", "server")
-            info = Connections.read(conn, self.socket_timeout)
+            with node._translated():
+                conn = node._checkout()
+        except self._unmapped as exc:
+            raise ConnectionError(f"node {address[0]}:{address[1]}: {exc}") from exc
+        try:
+            with node._translated():
+                conn.send_command("INFO", "server")
+            info = node._read(conn, time.monotonic(), self.socket_timeout)
         except BaseException:
             node._discard(conn)
             raise
@@ -352,10 +376,12 @@ class ClusterBackend(Backend):
         if root.identity is not None:
             return root.identity
         node = self.owner(0)
-        conn = node._checkout()
+        with node._translated():
+            conn = node._checkout()
         try:
-            conn.send_command("CLUSTER", "MYID")
-            reply = Connections.read(conn, self.socket_timeout)
+            with node._translated():
+                conn.send_command("CLUSTER", "MYID")
+            reply = node._read(conn, time.monotonic(), self.socket_timeout)
         except BaseException:
             node._discard(conn)
             raise
@@ -387,11 +413,13 @@ def _asking(
     limit = node.socket_timeout
     if timeout is not None and limit is not None:
         timeout = min(timeout, limit)
-    conn = node._checkout()
+    with node._translated():
+        conn = node._checkout()
     try:
-        conn.send_packed_command(
-            conn.pack_commands([("ASKING",), ("EVAL", script.source, len(keys), *keys, *args)])
-        )
+        with node._translated():
+            conn.send_packed_command(
+                conn.pack_commands([("ASKING",), ("EVAL", script.source, len(keys), *keys, *args)])
+            )
         sent = time.monotonic()
         node._read(conn, sent, timeout)  # +OK
         reply = node._read(conn, sent, timeout)
@@ -420,6 +448,7 @@ class _ShardedSubscription:
     def __init__(self, backend: ClusterBackend) -> None:
         self._backend = backend
         self._pubsub: Any = None
+        self._node: Any = None
         self._channels: tuple[bytes, ...] = ()
         self._followed = False
         self._closed = False
@@ -434,14 +463,22 @@ class _ShardedSubscription:
             raise
 
     def _subscribe_on(self, node: Backend) -> None:
+        self._node = node
         self._pubsub = node.pubsub()._pubsub
-        self._pubsub.ssubscribe(*self._channels)
+        with node._translated():
+            if hasattr(self._pubsub, "ssubscribe"):
+                self._pubsub.ssubscribe(*self._channels)
+            else:  # valkey-py's asyncio PubSub has no ssubscribe(): its replies parse alike
+                self._pubsub.execute_command("SSUBSCRIBE", *self._channels)
 
     def get_message(self, timeout: float) -> Any:
         if self._pubsub is None:
             raise ConnectionError("not subscribed")
         try:
-            message = self._pubsub.get_message(timeout=timeout)
+            try:
+                message = self._pubsub.get_message(timeout=timeout)
+            except self._node._foreign as exc:  # valkey-py: redis-py's classes
+                raise translate(exc) from exc
         except MovedError as exc:  # our map of slots was stale when we subscribed
             self._backend._broken()
             if self._followed or self._closed:
@@ -547,11 +584,13 @@ class _Batch:
         cls, node: Backend, script: Script, calls: list[tuple[list[bytes], list[Any]]]
     ) -> _Batch:
         """Write one EVALSHA per call in ``calls`` (KEYS, ARGV) on one connection of ``node``."""
-        conn = node._checkout()
+        with node._translated():
+            conn = node._checkout()
         try:
-            conn.send_packed_command(
-                conn.pack_commands([("EVALSHA", script.sha, len(k), *k, *a) for k, a in calls])
-            )
+            with node._translated():
+                conn.send_packed_command(
+                    conn.pack_commands([("EVALSHA", script.sha, len(k), *k, *a) for k, a in calls])
+                )
         except BaseException:
             node._discard(conn)
             raise
