@@ -420,7 +420,11 @@ def unavailable(url: str, exc: BaseException) -> CliError:
     """The error to report when Redis at ``url`` could not be reached or failed."""
     cause = exc.__cause__ if isinstance(exc, redlease.LockUnavailable) else None
     detail = str(cause or exc) or type(exc).__name__
-    if isinstance(cause or exc, redis.exceptions.AskError):  # MOVED too: a node of a cluster
+    if isinstance(cause or exc, redis.sentinel.MasterNotFoundError):  # drop the client dump
+        detail = (
+            detail.split(" : ", 1)[0] + " (no sentinel answered, or none knows that --service name)"
+        )
+    elif isinstance(cause or exc, redis.exceptions.AskError):  # MOVED too: a node of a cluster
         detail = (
             f"it is a node of a Redis Cluster (it answered MOVED {detail}): add --cluster, "
             "or use a redis+cluster:// URL"
