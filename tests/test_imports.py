@@ -42,3 +42,23 @@ def test_valkey_is_loaded_only_for_a_valkey_client() -> None:
     added = loaded_by("redlease.asyncio")
     assert "redlease._async.lock" in added
     assert [m for m in added if m.startswith("valkey")] == []
+
+
+HELP_PROBE = """
+import contextlib, io, json, sys
+from redlease.cli import main
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    codes = [main(["--help"]), main(["top", "--help"])]
+print(json.dumps([codes, "--interval" in out.getvalue(), sorted(sys.modules)]))
+"""
+
+
+def test_redlease_and_its_help_do_not_load_rich() -> None:
+    """rich is the optional extra of ``redlease top``: only running ``top`` imports it."""
+    assert not [m for m in loaded_by("redlease") if m.split(".")[0] == "rich"]
+    out = subprocess.run(
+        [sys.executable, "-c", HELP_PROBE], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    codes, described, modules = json.loads(out)
+    assert codes == [0, 0] and described  # the probe saw top's help
+    assert [m for m in modules if m.split(".")[0] == "rich"] == []

@@ -362,13 +362,13 @@ def test_on_lost_may_be_a_coroutine_function_in_asyncio_only(
 
 
 def test_one_renewer_serves_a_thousand_locks(client: redis.Redis) -> None:
-    locks = [redlease.Lock(client, f"many:{i}", ttl=0.9) for i in range(1000)]
+    locks = [redlease.Lock(client, f"many:{i}", ttl=2.0) for i in range(1000)]
     others = Tasks.names().count("redlease-renewer")  # other clients', winding down
     for lock in locks:
         assert lock.acquire(blocking=False)
     assert Tasks.names().count("redlease-renewer") <= others + 1
     before = _calls(client, "evalsha")
-    Tasks.sleep(1.5)  # every lease renewed at least once
+    Tasks.sleep(2.5)  # longer than the lease: held only if renewed (2 s of slack)
     renew_calls = _calls(client, "evalsha") - before
     assert renew_calls < 1000  # batched: far fewer calls than locks
     pipe = client.pipeline()

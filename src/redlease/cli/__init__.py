@@ -4,6 +4,7 @@
 
     redlease run nightly-report --timeout 0 -- ./make-report.sh     # like flock(1), across hosts
     redlease inspect nightly-report --json
+    redlease top --interval 2
     redlease demo
 
 Global options (before or after the subcommand): ``--url`` (default ``$REDLEASE_URL``, else
@@ -26,7 +27,7 @@ import redis
 
 import redlease
 
-from . import demo, inspect, run
+from . import demo, inspect, run, top
 from ._common import (
     DEFAULT_URL,
     EX_UNAVAILABLE,
@@ -53,10 +54,11 @@ Distributed locks on Redis, from the command line.
   redlease inspect NAME [--json]                  is NAME held? fence, waiters
   redlease inspect NAME --kind KIND               a rwlock, semaphore, latch or election
   redlease inspect --all [--limit N] [--json]     every primitive under --prefix (SCAN)
+  redlease top [--interval S] [--match GLOB]      a live view of what is held and awaited
   redlease demo [--counter]                       a flash sale raced by processes: naive,
                                                   WATCH, lock and atomic compared
 
-Connection: --url, else $REDLEASE_URL, else redis://127.0.0.1:6379 (run, inspect); demo
+Connection: --url, else $REDLEASE_URL, else redis://127.0.0.1:6379 (run, inspect, top); demo
 starts a private embedded server when neither is given. URLs: redis://[[user]:password@]host
 [:port][/db], rediss://... for TLS, unix:///path/to/socket; query parameters are passed to
 redis-py (e.g. ?socket_connect_timeout=10, ?ssl_ca_certs=ca.pem&ssl_certfile=client.pem
@@ -79,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(
         title="subcommands", dest="subcommand", metavar="SUBCOMMAND", required=True
     )
-    for module in (run, inspect, demo):
+    for module in (run, inspect, top, demo):
         module.add_parser(subparsers)
     return parser
 

@@ -41,6 +41,7 @@ __all__ = [
     "format_text",
     "lock_key",
     "report",
+    "scan_all",
 ]
 
 KINDS = ("lock", "rwlock", "semaphore", "latch", "election")
@@ -71,7 +72,7 @@ holders, fence; LatchInfo: count, rounds, waiters; ElectionInfo: leader {"value"
 null, remaining, candidates, last_term).
 
 --all lists every primitive with a key under --prefix instead (SCAN COUNT 500, at most
---limit names; one server: a Cluster's other masters are not scanned yet): a table, or with
+--limit names; on a Redis Cluster, every master): a table, or with
 --json a list of {"name": str, "kind": str, "keys": [suffix, ...]}. The kind is guessed from
 the key names; "shared" is a read/write lock, semaphore or election that shows no key telling
 them apart.
@@ -239,16 +240,23 @@ _KIND_OF_SUFFIX = {
 _RANK = ("semaphore", "election", "shared", "inventory", "latch", "fenced", "lock")
 
 
-def scan_all(client: Any, prefix: str, limit: int, count: int = 500) -> list[dict[str, Any]]:
+def scan_all(
+    client: Any, prefix: str, limit: int, count: int = 500, *, match: str = "*"
+) -> list[dict[str, Any]]:
     """Every primitive with a key under ``<prefix>:{...}:``, grouped by name (SCAN COUNT).
 
     The kind is guessed from the key names: read/write locks, semaphores and elections share
     one layout (``shared`` when nothing tells them apart); a name with only a fence or queue
-    left is reported as ``lock``. Stops after ``limit`` names.
+    left is reported as ``lock``. Stops after ``limit`` names; ``match`` (a SCAN MATCH glob)
+    keeps only the names it matches.
+
+    ``client`` may be a ``redis.cluster.RedisCluster``: its ``scan_iter`` SCANs every master
+    to the end, one cursor each (redis-py 5.0.1 onwards), and a primitive's keys all live in
+    the slot of its ``{name}`` hash tag, so each name is found whole on one master.
     """
     found: dict[bytes, set[bytes]] = {}
     start = prefix.encode() + b":{"
-    for key in client.scan_iter(match=prefix + ":{*}:*", count=count):
+    for key in client.scan_iter(match=f"{prefix}:{{{match}}}:*", count=count):
         raw = key if isinstance(key, bytes) else str(key).encode()
         close = raw.rfind(b"}:")
         if not raw.startswith(start) or close < len(start):
