@@ -139,6 +139,27 @@ def test_cluster_run_and_inspect_by_option_and_by_url(
         assert main(["--cluster", "--url", node, "run", "job-a", "-n", *RUN_OK]) == 75
 
 
+def test_cluster_inspect_all_lists_the_locks_of_every_master(
+    cluster: RedisClusterServers,
+    cluster_client: redis.cluster.RedisCluster,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``inspect --all`` (SCAN) gets a RedisCluster from make_client: every master scanned."""
+    names = ["all-a", "all-b", "all-c", "all-d"]
+    assert len({cluster.master_of("{" + name + "}").port for name in names}) > 1
+    locks = [redlease.Lock(cluster_client, name, ttl=20.0) for name in names]
+    for lock in locks:
+        assert lock.acquire(blocking=False)
+    try:
+        argv = ["--cluster", "--url", cluster.masters[0].url, "inspect", "--all", "--json"]
+        assert main(argv) == 0
+        rows = json.loads(capsys.readouterr().out)
+    finally:
+        for lock in locks:
+            lock.release()
+    assert {row["name"] for row in rows} == set(names)
+
+
 def test_twin_a_cluster_node_as_one_server_cannot_see_every_lock(
     cluster: RedisClusterServers, capsys: pytest.CaptureFixture[str]
 ) -> None:
