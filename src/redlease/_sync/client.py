@@ -50,7 +50,10 @@ __all__ = ["Backend", "Pending", "backend_for", "check_client"]
 
 KEPT = 8
 """The most idle connections a backend keeps between calls (more go back to its pool)."""
-_KINDS = "redis.Redis, redis.cluster.RedisCluster or valkey.Valkey"
+_KINDS = (
+    "redis.Redis, redis.cluster.RedisCluster, valkey.Valkey or "
+    "valkey.cluster.ValkeyCluster"
+)
 """The clients this API accepts, for error messages."""
 
 
@@ -105,10 +108,21 @@ def _valkey_flavor() -> _Flavor:
     )
 
 
+def _cluster_flavor(client: Any) -> _Flavor | None:
+    """The library of ``client`` if it is a cluster client (``RedisCluster`` or
+    ``ValkeyCluster``), else None."""
+    if isinstance(client, redis.cluster.RedisCluster):
+        return _redis_flavor()
+    valkey = sys.modules.get("valkey.cluster")  # a cluster client implies the import
+    if valkey is not None and isinstance(client, valkey.ValkeyCluster):
+        return _valkey_flavor()
+    return None
+
+
 def check_client(client: Any, arg: str = "client", *, cluster: bool = True) -> None:
     """Refuse a client this API cannot use (a sync client here, or anything else; a Redis
     Cluster client too unless ``cluster``)."""
-    if isinstance(client, redis.cluster.RedisCluster):
+    if _cluster_flavor(client) is not None:
         if cluster:
             return
         raise TypeError(
@@ -125,10 +139,11 @@ def check_client(client: Any, arg: str = "client", *, cluster: bool = True) -> N
 
 def backend_for(client: Any, arg: str = "client") -> Backend:
     """A new backend for ``client`` (checked as :func:`check_client` does)."""
-    if isinstance(client, redis.cluster.RedisCluster):
+    cluster = _cluster_flavor(client)
+    if cluster is not None:
         from .cluster import ClusterBackend  # it builds on this module
 
-        return ClusterBackend(client)
+        return ClusterBackend(client, flavor=cluster)
     flavor = _flavor(client)
     if flavor is None:
         check_client(client, arg)

@@ -17,12 +17,17 @@ What a cluster adds:
   ``MOVED`` also marks the map of slots stale, refreshed before the next script.
 * **Wake-ups that follow the shard.** ``sharded`` is True: the lock scripts tell waiters with
   ``SPUBLISH`` on a channel in the lock's own slot (``redlease:waiters:{<name>}:<process id>``),
-  and :meth:`ClusterBackend.pubsub` subscribes with ``SSUBSCRIBE`` on a private
-  connection to the node owning that slot. Nothing is broadcast to every node. When the slot
+  and :meth:`ClusterBackend.pubsub` subscribes with ``SSUBSCRIBE`` on the node owning
+  that slot, on the one private connection the client keeps to that node for the channels of
+  every lock it waits on there (:class:`_NodeSubscriptions`), not one connection per waited
+  lock. Nothing is broadcast to every node. When the slot
   moves (the node says ``sunsubscribe``) or the node dies, the subscription reports a broken
   connection: the waiter hub wakes every waiter to try again and subscribes anew, on the new
   owner. redis-py's own cluster pub/sub is not used: it borrows the nodes' pools (which retry)
   and its asyncio form arrived only in redis-py 8.
+* **Redis >= 7.0.** Each master is asked its version (``INFO server``) once, before its first
+  script: an older one is refused with :class:`ClusterTooOld` naming the requirement, instead
+  of scripts failing on ``SPUBLISH`` and waiters on ``SSUBSCRIBE``.
 * **Renewals by node.** :class:`ClusterRenewal` splits a watchdog batch by slot (a
   renewal script may touch one slot only) and sends each node's calls together, pipelined on
   one connection: one round trip per node per tick, whatever the number of locks.
@@ -33,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,14 +55,16 @@ from redis.exceptions import (
     TimeoutError,
 )
 
-from .._compat import Connections
 from .._core import renewals
+from .._core.cluster import sharded_pubsub_refusal
 from .._core.lease import Holding
 from .._core.scripts import Script
-from .client import Backend, Pending, _redis_flavor
+from .._synchronization import Background, Event, Mutex
+from .client import Backend, Pending, _Flavor, _redis_flavor, translate
+from .hub import TICK
 from .renewer import MIN_WAIT
 
-__all__ = ["ClusterBackend", "ClusterRenewal"]
+__all__ = ["ClusterBackend", "ClusterRenewal", "ClusterTooOld"]
 
 _guard = threading.Lock()
 
@@ -65,11 +73,12 @@ _DROPPED = ("redis_connect_func", "retry", "connection_class", "max_connections"
 
 
 def _node_settings(node: Any) -> tuple[Any, dict[str, Any]]:
-    """``(connection class, connection kwargs)`` of a redis-py ``ClusterNode`` (sync or asyncio).
+    """``(connection class, connection kwargs)`` of a ``ClusterNode`` (sync or asyncio).
 
-    The sync node keeps them in its ``redis_connection``'s pool, the asyncio node on itself.
+    The sync node keeps them in its ``redis_connection``'s pool (valkey-py's:
+    ``valkey_connection``), the asyncio node on itself.
     """
-    client = getattr(node, "redis_connection", None)
+    client = getattr(node, "redis_connection", None) or getattr(node, "valkey_connection", None)
     if client is not None:
         pool = client.connection_pool
         cls, kwargs = pool.connection_class, dict(pool.connection_kwargs)
@@ -78,6 +87,22 @@ def _node_settings(node: Any) -> tuple[Any, dict[str, Any]]:
     for name in _DROPPED:
         kwargs.pop(name, None)
     return cls, kwargs
+
+
+class ClusterTooOld(ResponseError):
+    """A master of the cluster predates sharded pub/sub (Redis < 7.0): redlease cannot wake
+    waiters there. Raised before any script is sent to it; the primitives chain it into
+    their ``*Unavailable`` error, whose message names the node, its version and 7.0."""
+
+
+def _cluster_exceptions(flavor: _Flavor) -> tuple[type[BaseException], ...]:
+    """The client library's exception for "no map of slots" (valkey-py's own class)."""
+    if flavor.library != "valkey":
+        return ()
+    import valkey.exceptions  # type: ignore[import-not-found, unused-ignore]
+
+    cls: type[BaseException] = valkey.exceptions.ValkeyClusterException
+    return (cls,)
 
 
 @dataclass
@@ -103,22 +128,35 @@ class ClusterBackend(Backend):
         client: Any,
         timeout: float | None = None,
         root: ClusterBackend | None = None,
+        *,
+        flavor: _Flavor | None = None,
     ) -> None:
         self.client = client
         self.identity: tuple[str, int] | None = None
         self._croot = root or self
         self._root = self._croot  # what the inherited _refuse_if_closed() looks at
-        self._foreign = ()  # redis-py only: nothing to translate
+        self._flavor = flavor or (root._flavor if root is not None else _redis_flavor())
+        self._foreign = self._flavor.errors  # valkey-py's own errors: translated
+        # what the client library raises when no node gives it a map of slots (not a
+        # RedisError: said as one)
+        self._unmapped: tuple[type[BaseException], ...] = (
+            RedisClusterException,
+            *_cluster_exceptions(self._flavor),
+        )
         self.closed = False  # set by redlease.close(): every new call raises ConnectionError
         self._down = False
         self._timeout = timeout
-        self._flavor = _redis_flavor()
         self._nodes: dict[tuple[str, int], Backend] = {}  # root only: per node
         self._template: tuple[Any, dict[str, Any]] | None = None  # root only
         # root only: slot -> its master, as last looked up or learned from MOVED; cleared when
         # the map is refreshed (after MOVED, or a node that did not answer)
         self._owners: dict[int, tuple[str, int]] = {}
         self._stale = False  # root only: refresh the map of slots before the next script
+        # root only: master -> None (it has sharded pub/sub) or why it cannot serve redlease,
+        # from its INFO server, asked once before its first script
+        self._versions: dict[tuple[str, int], str | None] = {}
+        # root only: per master, the one SSUBSCRIBE connection of the waited locks there
+        self._subscriptions: dict[Backend, _NodeSubscriptions] = {}
         self._cluster_deadlines: dict[float, ClusterBackend] = {}
 
     def __repr__(self) -> str:
@@ -155,13 +193,38 @@ class ClusterBackend(Backend):
         address = root._owners.get(slot) if not root._stale else None
         if address is None:
             try:
-                address = root._owners[slot] = self._lookup(slot)
-            except RedisClusterException as exc:  # not a RedisError: say it as one
+                with self._translated():
+                    address = root._owners[slot] = self._lookup(slot)
+            except self._unmapped as exc:  # not a RedisError: say it as one
                 root._stale = True
                 raise ConnectionError(
                     f"no node of the cluster answered for slot {slot}: {exc}"
                 ) from exc
-        return self._node(address)
+        node = self._node(address)
+        if address not in root._versions:
+            self._check_version(address, node)
+        refusal = root._versions[address]
+        if refusal is not None:
+            raise ClusterTooOld(refusal)
+        return node
+
+    def _check_version(self, address: tuple[str, int], node: Backend) -> None:
+        """Ask the master at ``address`` (once) whether it has sharded pub/sub (Redis >= 7.0):
+        without it, scripts would fail on SPUBLISH and waiters on SSUBSCRIBE."""
+        try:
+            with node._translated():
+                conn = node._checkout()
+        except self._unmapped as exc:
+            raise ConnectionError(f"node {address[0]}:{address[1]}: {exc}") from exc
+        try:
+            with node._translated():
+                conn.send_command("INFO", "server")
+            info = node._read(conn, time.monotonic(), self.socket_timeout)
+        except BaseException:
+            node._discard(conn)
+            raise
+        node._pool.release(conn)
+        self._croot._versions[address] = sharded_pubsub_refusal(info, f"{address[0]}:{address[1]}")
 
     def _lookup(self, slot: int) -> tuple[str, int]:
         """The master of ``slot`` in the client's map of slots (refreshed first if stale)."""
@@ -322,10 +385,12 @@ class ClusterBackend(Backend):
         if root.identity is not None:
             return root.identity
         node = self.owner(0)
-        conn = node._checkout()
+        with node._translated():
+            conn = node._checkout()
         try:
-            conn.send_command("CLUSTER", "MYID")
-            reply = Connections.read(conn, self.socket_timeout)
+            with node._translated():
+                conn.send_command("CLUSTER", "MYID")
+            reply = node._read(conn, time.monotonic(), self.socket_timeout)
         except BaseException:
             node._discard(conn)
             raise
@@ -338,6 +403,10 @@ class ClusterBackend(Backend):
         """Refuse new calls and close the private connections of every node (the user's
         client is left alone)."""
         self._croot.closed = True
+        with _guard:
+            shared = list(self._croot._subscriptions.values())
+        for subscriptions in shared:
+            subscriptions.close(1.0)
         for backend in list(self._croot._nodes.values()):
             backend.close()
 
@@ -357,11 +426,13 @@ def _asking(
     limit = node.socket_timeout
     if timeout is not None and limit is not None:
         timeout = min(timeout, limit)
-    conn = node._checkout()
+    with node._translated():
+        conn = node._checkout()
     try:
-        conn.send_packed_command(
-            conn.pack_commands([("ASKING",), ("EVAL", script.source, len(keys), *keys, *args)])
-        )
+        with node._translated():
+            conn.send_packed_command(
+                conn.pack_commands([("ASKING",), ("EVAL", script.source, len(keys), *keys, *args)])
+            )
         sent = time.monotonic()
         node._read(conn, sent, timeout)  # +OK
         reply = node._read(conn, sent, timeout)
@@ -379,69 +450,244 @@ def _asking(
 
 
 class _ShardedSubscription:
-    """The waiter hub's subscription on a cluster: SSUBSCRIBE on the owner of the slot.
+    """The waiter hub's subscription on a cluster: its sharded channel, carried by the one
+    SSUBSCRIBE connection this client keeps to the master owning the channel's slot
+    (:class:`_NodeSubscriptions`), shared with every other lock waited on there.
 
     It speaks the hub's language: ``smessage`` and ``ssubscribe`` come out as ``message`` and
     ``subscribe``. A ``sunsubscribe`` the node sends by itself (the slot moved away) raises
     ``ConnectionError``, as a broken connection does: the hub then wakes every waiter to try
-    again and subscribes anew, on the slot's new owner.
+    again and subscribes anew, on the slot's new owner. A ``MOVED`` answer to the SSUBSCRIBE
+    (our map of slots was stale) is followed once.
     """
 
     def __init__(self, backend: ClusterBackend) -> None:
         self._backend = backend
-        self._pubsub: Any = None
-        self._channels: tuple[bytes, ...] = ()
+        self._channel = b""
+        self._node: Any = None
+        self._inbox: deque[Any] = deque()  # messages and errors the node's reader hands over
+        self._event = Event()
         self._followed = False
         self._closed = False
 
     def subscribe(self, *channels: bytes) -> None:
-        slot = key_slot(channels[0])
-        self._channels = channels
+        (self._channel,) = channels  # a hub listens on one channel
         try:
-            self._subscribe_on(self._backend.owner(slot))
+            self._subscribe_on(self._backend.owner(key_slot(self._channel)))
         except (ConnectionError, TimeoutError):
             self._backend._broken()
             raise
 
     def _subscribe_on(self, node: Backend) -> None:
-        self._pubsub = node.pubsub()._pubsub
-        self._pubsub.ssubscribe(*self._channels)
+        self._node = node
+        root = self._backend._croot
+        while True:
+            with _guard:
+                shared = root._subscriptions.get(node)
+                if shared is None or shared.closed:
+                    shared = root._subscriptions[node] = _NodeSubscriptions(root, node)
+            if shared.add(self):
+                return
+            # it closed meanwhile (its last channel had just left): a fresh one
+
+    def deliver(self, item: Any) -> None:
+        """A message for this channel, or the error that ends it (called by the reader)."""
+        self._inbox.append(item)
+        self._event.set()
 
     def get_message(self, timeout: float) -> Any:
-        if self._pubsub is None:
+        if self._node is None:
             raise ConnectionError("not subscribed")
-        try:
-            message = self._pubsub.get_message(timeout=timeout)
-        except MovedError as exc:  # our map of slots was stale when we subscribed
+        if not self._inbox:
+            self._event.wait(timeout)
+        self._event.clear()
+        if not self._inbox:
+            return None
+        item = self._inbox.popleft()
+        if self._inbox:
+            self._event.set()
+        if isinstance(item, MovedError):  # our map of slots was stale when we subscribed
             self._backend._broken()
             if self._followed or self._closed:
-                raise ConnectionError(f"the waiters' channel moved: {exc}") from exc
+                raise ConnectionError(f"the waiters' channel moved: {item}") from item
             # A refused SSUBSCRIBE subscribed nothing: subscribing on the node named, once,
             # repeats nothing (and the hub still waits for the confirmation from there).
             self._followed = True
-            stale, self._pubsub = self._pubsub, None
-            with contextlib.suppress(RedisError, OSError):
-                stale.close()
-            self._subscribe_on(self._backend._moved(key_slot(self._channels[0]), exc))
+            self._subscribe_on(self._backend._moved(key_slot(self._channel), item))
             return None
-        except (ConnectionError, TimeoutError):
-            self._backend._broken()
-            raise
-        if message is None:
-            return None
-        kind = message["type"]
-        kind = kind.decode() if isinstance(kind, bytes) else kind
-        if kind == "sunsubscribe":  # the node gave the slot away (migration, failover)
-            self._backend._broken()
-            raise ConnectionError("the waiters' channel was unsubscribed by the server")
-        if kind in ("smessage", "ssubscribe"):
-            message = {**message, "type": kind[1:]}
-        return message
+        if isinstance(item, BaseException):
+            if isinstance(item, (ConnectionError, TimeoutError)):
+                self._backend._broken()
+            raise item
+        return item
 
     def close(self) -> None:
-        if self._pubsub is not None and not self._closed:
+        if self._node is not None and not self._closed:
             self._closed = True
+            root = self._backend._croot
+            with _guard:
+                shared = root._subscriptions.get(self._node)
+            if shared is not None:
+                shared.remove(self)
+
+
+class _NodeSubscriptions:
+    """One SSUBSCRIBE connection to one master, carrying the sharded channels of every lock
+    this client waits on whose slot that master owns (not one connection per waited lock).
+
+    A reader (a task, or a thread) reads it and hands each message to the subscription of its
+    channel; it ends, closing the connection, when the last channel has left. A broken
+    connection ends every subscription on it (their hubs subscribe again); a refused
+    SSUBSCRIBE (``MOVED``, ``NOPERM``) ends only the subscription it was for: replies come in
+    the order the commands were sent.
+    """
+
+    def __init__(self, root: ClusterBackend, node: Backend) -> None:
+        self._root = root
+        self._node = node
+        self._pubsub: Any = node.pubsub()._pubsub
+        self._guard = threading.Lock()
+        self._send = Mutex()  # one command at a time on the shared connection
+        self._subs: dict[bytes, _ShardedSubscription] = {}
+        self._pending: list[bytes] = []  # SSUBSCRIBEs sent, not yet answered, in order
+        self._leaving: set[bytes] = set()  # SUNSUBSCRIBEs sent, not yet answered
+        self._started = False
+        self._reader: Background | None = None
+        self.closed = False
+
+    def add(self, sub: _ShardedSubscription) -> bool:
+        """SSUBSCRIBE ``sub``'s channel here; False if this connection has closed already."""
+        channel = sub._channel
+        with self._guard:
+            if self.closed:
+                return False
+            self._subs[channel] = sub
+            self._pending.append(channel)
+            first, self._started = not self._started, True
+        try:
+            self._command("SSUBSCRIBE", channel)
+        except RedisError as exc:
+            self._end(exc)
+            raise
+        if first:  # after the first SSUBSCRIBE: a pub/sub with no subscription cannot read
+            self._reader = Background(self._read, name="redlease-shards")
+        return True
+
+    def remove(self, sub: _ShardedSubscription) -> None:
+        """SUNSUBSCRIBE ``sub``'s channel (best effort: the connection may be gone)."""
+        channel = sub._channel
+        with self._guard:
+            if self._subs.get(channel) is not sub or self.closed:
+                return
+            del self._subs[channel]
+            self._leaving.add(channel)
+        with contextlib.suppress(RedisError, OSError):
+            self._command("SUNSUBSCRIBE", channel)
+
+    def _command(self, name: str, channel: bytes) -> None:
+        pubsub = self._pubsub
+        self._send.acquire(None)
+        try:
+            with self._node._translated():
+                method = getattr(pubsub, name.lower(), None)
+                if method is not None:
+                    method(channel)
+                else:  # valkey-py's asyncio PubSub has neither: its replies parse alike
+                    pubsub.execute_command(name, channel)
+        finally:
+            self._send.release()
+
+    def _read(self) -> None:
+        pubsub = self._pubsub
+        while True:
+            with self._guard:
+                if not self._subs and not self._pending:
+                    self.closed = True  # no add() from now on: a new connection instead
+            if self.closed:
+                self._close()
+                return
+            try:
+                try:
+                    message = pubsub.get_message(timeout=TICK)
+                except self._node._foreign as exc:  # valkey-py: redis-py's classes
+                    raise translate(exc) from exc
+            except (AskError, ResponseError) as exc:  # a refused SSUBSCRIBE: the oldest one
+                with self._guard:
+                    channel = self._pending.pop(0) if self._pending else None
+                    sub = None if channel is None else self._subs.pop(channel, None)
+                if sub is None:
+                    self._end(exc)
+                    self._close()
+                    return
+                sub.deliver(exc if isinstance(exc, MovedError) else _refused(exc))
+                continue
+            except Exception as exc:  # broken, or closed under us
+                self._end(exc)
+                self._close()
+                return
+            if message is not None:
+                self._dispatch(message)
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        kind = message["type"]
+        kind = kind.decode() if isinstance(kind, bytes) else kind
+        channel = message["channel"]
+        channel = channel.encode() if isinstance(channel, str) else channel
+        with self._guard:
+            if kind == "ssubscribe":
+                if channel in self._pending:
+                    self._pending.remove(channel)
+                sub = self._subs.get(channel)
+                item: Any = {**message, "type": "subscribe"}
+            elif kind == "smessage":
+                sub = self._subs.get(channel)
+                item = {**message, "type": "message"}
+            elif kind == "sunsubscribe":
+                if channel in self._leaving:  # ours
+                    self._leaving.discard(channel)
+                    return
+                sub = self._subs.pop(channel, None)  # the node gave the slot away
+                item = ConnectionError("the waiters' channel was unsubscribed by the server")
+            else:
+                return
+        if sub is not None:
+            sub.deliver(item)
+
+    def _end(self, exc: BaseException) -> None:
+        """The connection failed: every subscription on it ends with ``exc``."""
+        with self._guard:
+            self.closed = True
+            subs, self._subs = list(self._subs.values()), {}
+            self._pending.clear()
+        for sub in subs:
+            sub.deliver(exc)
+
+    def _close(self) -> None:
+        with _guard:
+            if self._root._subscriptions.get(self._node) is self:
+                del self._root._subscriptions[self._node]
+        with contextlib.suppress(Exception):
             self._pubsub.close()
+        with contextlib.suppress(Exception):
+            self._pubsub.connection_pool.disconnect()
+
+    def close(self, timeout: float | None) -> None:
+        """Close the connection now and end the reader (redlease.close())."""
+        self._end(ConnectionError("redlease was closed for this client (redlease.close())"))
+        reader = self._reader
+        if reader is not None:
+            reader.cancel()
+        self._close()
+        if reader is not None:
+            reader.join(timeout)
+
+
+def _refused(exc: BaseException) -> BaseException:
+    """A refused SSUBSCRIBE as the hub's reader should see it: ASK (the slot is migrating)
+    as a broken subscription, to be made again; any other refusal (NOPERM) as it is."""
+    if isinstance(exc, AskError):
+        return ConnectionError(f"the waiters' channel is moving: {exc}")
+    return exc
 
 
 @dataclass(frozen=True)
@@ -517,11 +763,13 @@ class _Batch:
         cls, node: Backend, script: Script, calls: list[tuple[list[bytes], list[Any]]]
     ) -> _Batch:
         """Write one EVALSHA per call in ``calls`` (KEYS, ARGV) on one connection of ``node``."""
-        conn = node._checkout()
+        with node._translated():
+            conn = node._checkout()
         try:
-            conn.send_packed_command(
-                conn.pack_commands([("EVALSHA", script.sha, len(k), *k, *a) for k, a in calls])
-            )
+            with node._translated():
+                conn.send_packed_command(
+                    conn.pack_commands([("EVALSHA", script.sha, len(k), *k, *a) for k, a in calls])
+                )
         except BaseException:
             node._discard(conn)
             raise

@@ -8,7 +8,10 @@
     redlease demo
 
 Global options (before or after the subcommand): ``--url`` (default ``$REDLEASE_URL``, else
-``redis://127.0.0.1:6379``; ``demo`` starts a private server instead) and ``--prefix``.
+``redis://127.0.0.1:6379``; ``demo`` starts a private server instead), ``--cluster``,
+``--sentinel`` / ``--service``, ``--tls-ca-cert`` / ``--tls-cert`` / ``--tls-key`` (every
+topology is one URL in the end, ``redis+cluster://`` or ``redis+sentinel://`` for
+the last two) and ``--prefix``.
 
 Exit codes shared by the subcommands: 2 bad arguments, 69 (``EX_UNAVAILABLE``) Redis could not
 be reached or failed. ``run`` adds its own (see ``redlease run --help``).
@@ -32,9 +35,13 @@ from ._common import (
     PROG,
     URL_ENV,
     CliError,
+    close_client,
     global_options,
     make_client,
+    parse_url,
     resolve_url,
+    tls_url,
+    topology_url,
     unavailable,
 )
 
@@ -54,7 +61,9 @@ Distributed locks on Redis, from the command line.
 Connection: --url, else $REDLEASE_URL, else redis://127.0.0.1:6379 (run, inspect, top); demo
 starts a private embedded server when neither is given. URLs: redis://[[user]:password@]host
 [:port][/db], rediss://... for TLS, unix:///path/to/socket; query parameters are passed to
-redis-py (e.g. ?socket_connect_timeout=10).
+redis-py (e.g. ?socket_connect_timeout=10, ?ssl_ca_certs=ca.pem&ssl_certfile=client.pem
+&ssl_keyfile=client.key). A Redis Cluster: --cluster, or redis+cluster://node:port. Sentinel:
+--sentinel HOST:PORT (repeated) --service NAME, or redis+sentinel://HOST:PORT,.../NAME[/db].
 
 Exit codes: 2 bad arguments, 69 Redis unreachable or failing; see each subcommand's --help.
 """
@@ -96,6 +105,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _finish_args(args, tail)
     except SystemExit as exc:  # argparse: bad arguments (2), --help / --version (0)
         return exc.code if isinstance(exc.code, int) else EX_USAGE
+    except CliError as exc:  # a cluster client asks a node for its slots when made
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return exc.code
     try:
         code: int = args.handler(args)
         return code
@@ -110,11 +122,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         if args.client is not None:
-            args.client.close()
+            close_client(args.client)
 
 
 def _finish_args(args: argparse.Namespace, tail: list[str] | None) -> None:
-    """Attach the command after ``--``, resolve the URL and build the client (no I/O)."""
+    """Attach the command after ``--``, resolve the URL and build the client (no I/O, but a
+    cluster client asks a node for the map of slots)."""
     sub: argparse.ArgumentParser = args.subparser
     if tail is not None:
         if not hasattr(args, "command"):
@@ -124,9 +137,9 @@ def _finish_args(args: argparse.Namespace, tail: list[str] | None) -> None:
     if hasattr(args, "command") and not args.command:
         sub.error("a COMMAND to run is required, after --")
     explicit = args.url
-    url = resolve_url(explicit, default=getattr(args, "default_url", DEFAULT_URL))
-    args.url = url
     args.client = None
+    url = _connection_url(args, sub)
+    args.url = url
     if url is not None:
         # A renewal stuck on a hung server must not outlast much of the lease it renews.
         ttl = getattr(args, "ttl", None)
@@ -135,3 +148,34 @@ def _finish_args(args: argparse.Namespace, tail: list[str] | None) -> None:
             args.client = make_client(url, timeout=timeout)
         except ValueError as exc:
             sub.error(f"{'argument --url' if explicit else '$' + URL_ENV}: {exc}")
+
+
+def _connection_url(args: argparse.Namespace, sub: argparse.ArgumentParser) -> str | None:
+    """The one URL naming the topology (``--cluster``, ``--sentinel`` and ``--tls-*`` written
+    into it, see :func:`redlease.cli._common.parse_url`), or None (demo: a private server)."""
+    explicit = args.url
+    tls = {k: getattr(args, k) for k in ("tls_ca_cert", "tls_cert", "tls_key")}
+    try:
+        if args.sentinel or args.service:  # the sentinels say where; --url only how (no host)
+            url: str | None = topology_url(
+                explicit or "redis://",
+                cluster=args.cluster,
+                sentinels=args.sentinel,
+                service=args.service,
+            )
+        else:
+            url = resolve_url(explicit, default=getattr(args, "default_url", DEFAULT_URL))
+            if url is not None:
+                url = topology_url(url, cluster=args.cluster, sentinels=(), service=None)
+            elif args.cluster or any(tls.values()):
+                raise ValueError("--cluster and --tls-* need --url (or $REDLEASE_URL)")
+        url = url if url is None else tls_url(url, tls)
+    except ValueError as exc:
+        sub.error(str(exc))
+    if url is not None:
+        try:
+            parse_url(url)
+        except ValueError as exc:
+            where = "argument --url" if explicit or args.sentinel else "$" + URL_ENV
+            sub.error(f"{where}: {exc}")
+    return url

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 import redlease
 
 from ..._core.lock import LockKeys
-from .._common import CliError, check_connection, count, make_client
+from .._common import CliError, check_connection, close_client, count, make_client
 from .crew import Crew, now_ns
 from .report import Progress, percentile, table
 
@@ -96,7 +96,7 @@ def _worker(job: _Job, go: Sequence[Any], progress: Any, messages: Any) -> None:
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     try:
-        client = make_client(job.url)
+        client: Any = make_client(job.url)
         client.ping()
         messages.put(("ready", job.index))
         slot = job.index
@@ -127,7 +127,7 @@ def _worker(job: _Job, go: Sequence[Any], progress: Any, messages: Any) -> None:
             samples.append((fence, acquired, releasing))
             progress[slot] = done
         messages.put(("done", job.index, 1, start, now_ns(), samples))
-        client.close()
+        close_client(client)
     except Exception as exc:
         messages.put(("error", job.index, f"{type(exc).__name__}: {exc}"))
         raise SystemExit(1) from None
@@ -208,7 +208,7 @@ def run_demo(
     """Run both phases against Redis at ``url`` and print the results; 0 if none was lost."""
     out = sys.stdout if out is None else out
     progress = Progress(sys.stderr if err is None else err)
-    client = make_client(url)
+    client: Any = make_client(url)  # a cluster client too
     check_connection(client, url)
     run_id = secrets.token_hex(4)
     lock_name = f"demo:{run_id}"
@@ -247,7 +247,7 @@ def run_demo(
         crew.stop()
         with contextlib.suppress(Exception):  # best effort: the keys are small and unique
             client.delete(counter, keys.lock, keys.fence, keys.queue, keys.handoff)
-        client.close()
+        close_client(client)
     return _report(crew.phases, total, out)
 
 

@@ -25,7 +25,7 @@ from typing import Any, TextIO
 
 import redlease
 
-from .._common import CliError, check_connection, make_client
+from .._common import CliError, check_connection, close_client, make_client
 from .crew import Crew
 from .report import Progress, percentile, table
 from .strategies import (
@@ -302,7 +302,7 @@ def run_contest(
     """
     out = sys.stdout if out is None else out
     progress = Progress(sys.stderr if err is None else err)
-    client = make_client(url)
+    client: Any = make_client(url)  # a cluster client too
     check_connection(client, url)
     run = secrets.token_hex(4)
     jobs = _jobs(url, prefix, run, sale)
@@ -348,7 +348,7 @@ def run_contest(
             progress.line("")
     finally:
         crew.stop()
-        client.close()
+        close_client(client)
     failures = _failures(outcome, sale)
     code = 1 if failures else 0
     if as_json:

@@ -25,14 +25,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio
-from redis.backoff import NoBackoff
 from redis.exceptions import WatchError
-from redis.retry import Retry
 
 import redlease.asyncio
 
 from ..._core.inventory import InventoryKeys
 from ..._core.lock import LockKeys
+from .._common import make_async_client
 from .crew import now_ns
 
 __all__ = [
@@ -81,7 +80,8 @@ class SaleKeys:
     @classmethod
     def build(cls, prefix: str, run: str, strategy: str) -> SaleKeys:
         """The keys of ``strategy`` in run ``run``."""
-        base = f"{prefix}:demo:{run}:{strategy}"
+        # One hash tag for stock and users: WATCH / MULTI on a Redis Cluster needs one slot.
+        base = f"{prefix}:demo:{{{run}:{strategy}}}"
         name = f"demo:{run}:{strategy}"
         return cls(stock=f"{base}:stock", users=f"{base}:users", lock=name, inventory=name)
 
@@ -284,9 +284,7 @@ def buyer_process(job: Job, go: list[Any], progress: Any, messages: Any) -> None
 
 
 async def _serve(job: Job, go: list[Any], progress: Any, messages: Any) -> None:
-    client = redis.asyncio.Redis.from_url(
-        job.url, socket_connect_timeout=5.0, socket_timeout=10.0, retry=Retry(NoBackoff(), 0)
-    )
+    client = make_async_client(job.url, connect_timeout=5.0, timeout=10.0)
     try:
         # Open the connections now (ours and redlease's pool), not during the first sale.
         warm = SaleKeys.build(job.prefix, job.run, "warm-up").inventory
