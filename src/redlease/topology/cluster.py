@@ -19,7 +19,7 @@ import redis
 import redis.asyncio.cluster
 import redis.cluster
 
-from redlease.server import HOST, RedisServer, _free_port, find_server_binary
+from redlease.server import _START_ATTEMPTS, HOST, RedisServer, _free_port, find_server_binary
 from redlease.topology._common import (
     FAILOVER_TIMEOUT,
     LIVE,
@@ -139,12 +139,25 @@ class RedisClusterServers:
         began = time.monotonic()
         binary = self._binary or find_server_binary()
         total = self._n_masters * (1 + self._n_replicas)
-        configs = [self._node_config() for _ in range(total)]
-        self._servers = [RedisServer(binary=binary, config=conf) for conf in configs]
-        self._bus_ports = [int(conf["cluster-port"]) for conf in configs]
-        LIVE.add(self)
+        for attempt in range(1, _START_ATTEMPTS + 1):
+            # A node's bus port is chosen free, but another process (a second test worker
+            # starting its own cluster) may take it before the node binds it: start afresh.
+            configs = [self._node_config() for _ in range(total)]
+            self._servers = [RedisServer(binary=binary, config=conf) for conf in configs]
+            self._bus_ports = [int(conf["cluster-port"]) for conf in configs]
+            LIVE.add(self)
+            try:
+                parallel(srv.start for srv in self._servers)
+            except RuntimeError as exc:
+                self.close()
+                if "already in use" not in str(exc) or attempt == _START_ATTEMPTS:
+                    raise
+                continue
+            except BaseException:
+                self.close()
+                raise
+            break
         try:
-            parallel(srv.start for srv in self._servers)
             self._join()
             self.wait_healthy()
         except BaseException:
