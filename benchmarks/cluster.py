@@ -23,7 +23,7 @@ end (also on Ctrl-C, SIGTERM or an error). Three measurements (issue 9's "Done w
    baseline window with the lock held and no waiter; per blocked waiter per second.
 
 The lock processes, their figures and the tables come from ``handoff.py`` and ``_common.py``
-(the clients of a ``cluster+redis://host:port`` URL are ``RedisCluster`` clients).
+(the clients of a ``redis+cluster://host:port`` URL are ``RedisCluster`` clients).
 """
 
 from __future__ import annotations
@@ -709,7 +709,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster.start()
         urls = {
             "server": server.url,
-            "cluster": f"{handoff.CLUSTER_SCHEME}{cluster.nodes[0].url}",
+            "cluster": handoff.cluster_url(cluster.nodes[0].url),
         }
         data["env"] = _environment(urls, cluster)
         data["env"]["load_before"] = load_before

@@ -165,18 +165,27 @@ def lease_key(lib: str, name: str) -> str:
     raise ValueError(lib)
 
 
-# A URL ``cluster+redis://host:port`` names a Redis Cluster by one of its nodes: the clients
+# A URL ``redis+cluster://host:port`` names a Redis Cluster by one of its nodes: the clients
 # built for it are ``RedisCluster`` clients (they learn the other nodes from that one). Only
 # what goes through Side (the lock processes) understands it; benchmarks/cluster.py uses it.
-CLUSTER_SCHEME = "cluster+"
+CLUSTER_SCHEME = "redis+cluster://"  # the CLI's form (redlease --url redis+cluster://...)
+
+
+def cluster_url(node_url: str) -> str:
+    """The cluster URL naming the cluster of the node at ``node_url`` (``redis://h:p``)."""
+    return CLUSTER_SCHEME + node_url.split("://", 1)[1]
+
+
+def _node_url(url: str) -> str:
+    return "redis://" + url[len(CLUSTER_SCHEME) :]
 
 
 def sync_client(url: str) -> Any:
-    """A sync client for ``url``: ``redis.Redis``, or ``RedisCluster`` for ``cluster+redis://``."""
+    """A sync client for ``url``: ``redis.Redis``, or ``RedisCluster`` for ``redis+cluster://``."""
     if url.startswith(CLUSTER_SCHEME):
         import redis.cluster
 
-        return redis.cluster.RedisCluster.from_url(url[len(CLUSTER_SCHEME) :])
+        return redis.cluster.RedisCluster.from_url(_node_url(url))
     import redis
 
     return redis.Redis.from_url(url)
@@ -187,7 +196,7 @@ def async_client(url: str) -> Any:
     if url.startswith(CLUSTER_SCHEME):
         import redis.asyncio.cluster
 
-        return redis.asyncio.cluster.RedisCluster.from_url(url[len(CLUSTER_SCHEME) :])
+        return redis.asyncio.cluster.RedisCluster.from_url(_node_url(url))
     import redis.asyncio
 
     return redis.asyncio.Redis.from_url(url)
@@ -285,7 +294,7 @@ def warm_up(side: Side, name: str) -> None:
 
 def server_probes(url: str) -> list[Any]:
     """A plain client for each server behind ``url``: the one server, or every node (masters
-    and replicas) of a ``cluster+redis://`` cluster, whose CPU then counts in full."""
+    and replicas) of a ``redis+cluster://`` cluster, whose CPU then counts in full."""
     import redis
 
     if not url.startswith(CLUSTER_SCHEME):
