@@ -145,7 +145,14 @@ class AsyncHub:
     ) -> tuple[Action, float | None]:
         """The waiter's next step (see :meth:`WaiterTable.plan`)."""
         with self._guard:
-            return self._table.plan(waiter, deadline, time.monotonic(), fallback)
+            now = time.monotonic()
+            # Its own timer may see the turn ahead lapse before the reader does (it then tries
+            # at once, and the reader finds nothing due): log the skip here too.
+            lapsed = not waiter.woken and waiter.check_at is not None and waiter.check_at <= now
+            step = self._table.plan(waiter, deadline, now, fallback)
+        if lapsed and step[0] is Action.ATTEMPT:
+            _log_lapsed(waiter)
+        return step
 
     async def aclose(self, timeout: float | None) -> None:
         """Close the subscription and end the reader (waiting at most ``timeout`` seconds).
@@ -213,14 +220,7 @@ class AsyncHub:
             else:
                 _signal(woken)
             for waiter in lapsed:
-                record(
-                    logging.INFO,
-                    "handoff_skipped",
-                    "the waiter ahead of %s did not take its turn within the hand-off window "
-                    "(dead or too slow): trying now, which skips it if it is still missing",
-                    waiter.token.decode("ascii", "replace"),
-                    token=waiter.token.decode("ascii", "replace"),
-                )
+                _log_lapsed(waiter)
             if done:
                 await _close(pubsub)
                 return
@@ -272,6 +272,17 @@ class AsyncHub:
                 grantee.abandon(result)
                 return
         grantee.claimed(result, ok, sent)
+
+
+def _log_lapsed(waiter: Waiter) -> None:
+    record(
+        logging.INFO,
+        "handoff_skipped",
+        "the waiter ahead of %s did not take its turn within the hand-off window "
+        "(dead or too slow): trying now, which skips it if it is still missing",
+        waiter.token.decode("ascii", "replace"),
+        token=waiter.token.decode("ascii", "replace"),
+    )
 
 
 def _signal(waiters: list[Waiter]) -> None:

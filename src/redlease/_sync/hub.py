@@ -146,7 +146,14 @@ class Hub:
     ) -> tuple[Action, float | None]:
         """The waiter's next step (see :meth:`WaiterTable.plan`)."""
         with self._guard:
-            return self._table.plan(waiter, deadline, time.monotonic(), fallback)
+            now = time.monotonic()
+            # Its own timer may see the turn ahead lapse before the reader does (it then tries
+            # at once, and the reader finds nothing due): log the skip here too.
+            lapsed = not waiter.woken and waiter.check_at is not None and waiter.check_at <= now
+            step = self._table.plan(waiter, deadline, now, fallback)
+        if lapsed and step[0] is Action.ATTEMPT:
+            _log_lapsed(waiter)
+        return step
 
     def close(self, timeout: float | None) -> None:
         """Close the subscription and end the reader (waiting at most ``timeout`` seconds).
@@ -214,14 +221,7 @@ class Hub:
             else:
                 _signal(woken)
             for waiter in lapsed:
-                record(
-                    logging.INFO,
-                    "handoff_skipped",
-                    "the waiter ahead of %s did not take its turn within the hand-off window "
-                    "(dead or too slow): trying now, which skips it if it is still missing",
-                    waiter.token.decode("ascii", "replace"),
-                    token=waiter.token.decode("ascii", "replace"),
-                )
+                _log_lapsed(waiter)
             if done:
                 _close(pubsub)
                 return
@@ -273,6 +273,17 @@ class Hub:
                 grantee.abandon(result)
                 return
         grantee.claimed(result, ok, sent)
+
+
+def _log_lapsed(waiter: Waiter) -> None:
+    record(
+        logging.INFO,
+        "handoff_skipped",
+        "the waiter ahead of %s did not take its turn within the hand-off window "
+        "(dead or too slow): trying now, which skips it if it is still missing",
+        waiter.token.decode("ascii", "replace"),
+        token=waiter.token.decode("ascii", "replace"),
+    )
 
 
 def _signal(waiters: list[Waiter]) -> None:
