@@ -336,15 +336,7 @@ class AsyncBackend:
         except (ConnectionError, TimeoutError) as exc:
             self._failed(exc)
             raise
-        try:
-            await self._send_script(conn, script, keys, args, packed, check_health=True)
-        except BaseException as exc:
-            await self._discard(conn)
-            if isinstance(exc, self._foreign):
-                raise self._failed(translate(exc)) from exc
-            if isinstance(exc, (ConnectionError, TimeoutError)):
-                self._failed(exc)
-            raise
+        await self._send_on(conn, script, keys, args, packed, check_health=True)
         return Pending(conn, script, keys, args, time.monotonic())
 
     async def behind(
@@ -358,9 +350,24 @@ class AsyncBackend:
         """Send EVALSHA ``script`` on the connection of ``earlier``, whose reply is not read
         yet: the server runs it after ``earlier`` (one connection keeps its order), and
         :meth:`receive` of the Pending returned reads (and drops) the earlier replies first."""
-        conn = earlier.conn
+        await self._send_on(earlier.conn, script, keys, args, packed, check_health=False)
+        before = earlier.before + 1 + earlier.owed
+        return Pending(earlier.conn, script, keys, args, time.monotonic(), before=before)
+
+    async def _send_on(
+        self,
+        conn: Any,
+        script: Script,
+        keys: Sequence[bytes],
+        args: Sequence[Any],
+        packed: Any,
+        *,
+        check_health: bool,
+    ) -> None:
+        """Send on ``conn``; if that fails, drop the connection and raise as redis-py's
+        errors (a foreign client's translated), noting an outage."""
         try:
-            await self._send_script(conn, script, keys, args, packed, check_health=False)
+            await self._send_script(conn, script, keys, args, packed, check_health=check_health)
         except BaseException as exc:
             await self._discard(conn)
             if isinstance(exc, self._foreign):
@@ -368,8 +375,6 @@ class AsyncBackend:
             if isinstance(exc, (ConnectionError, TimeoutError)):
                 self._failed(exc)
             raise
-        before = earlier.before + 1 + earlier.owed
-        return Pending(conn, script, keys, args, time.monotonic(), before=before)
 
     async def _send_script(
         self,
