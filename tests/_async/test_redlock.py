@@ -52,7 +52,9 @@ async def test_exclusion_and_increasing_fences_under_contention(
 
     async def worker() -> None:
         nonlocal inside
-        lock = redlease.Redlock(async_redlock_clients, "res", ttl=5.0)
+        # (a generous server_timeout: this is about exclusion and fences, and a loaded
+        # machine can stall the loop past the default 0.1 s, which raises QuorumUnavailable)
+        lock = redlease.Redlock(async_redlock_clients, "res", ttl=5.0, server_timeout=2.0)
         for _ in range(10):
             async with lock:
                 inside += 1

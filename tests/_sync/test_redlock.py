@@ -53,7 +53,9 @@ def test_exclusion_and_increasing_fences_under_contention(
 
     def worker() -> None:
         nonlocal inside
-        lock = redlease.Redlock(redlock_clients, "res", ttl=5.0)
+        # (a generous server_timeout: this is about exclusion and fences, and a loaded
+        # machine can stall the loop past the default 0.1 s, which raises QuorumUnavailable)
+        lock = redlease.Redlock(redlock_clients, "res", ttl=5.0, server_timeout=2.0)
         for _ in range(10):
             with lock:
                 inside += 1
