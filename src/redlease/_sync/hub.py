@@ -148,10 +148,12 @@ class Hub:
         with self._guard:
             now = time.monotonic()
             # Its own timer may see the turn ahead lapse before the reader does (it then tries
-            # at once, and the reader finds nothing due): log the skip here too.
-            lapsed = not waiter.woken and waiter.check_at is not None and waiter.check_at <= now
+            # at once, and the reader finds nothing due): log the skip here too. (The timer
+            # may be the short lease of the grant ahead, which runs out with that turn.)
+            waiting_turn = not waiter.woken and waiter.check_at is not None
             step = self._table.plan(waiter, deadline, now, fallback)
-        if lapsed and step[0] is Action.ATTEMPT:
+            lapsed = waiting_turn and step[0] is Action.ATTEMPT and waiter.check_at is None
+        if lapsed:
             _log_lapsed(waiter)
         return step
 
