@@ -144,8 +144,9 @@ async def async_redlock_clients(
     warm = redlease.asyncio.Redlock(clients, "conftest:warm", ttl=10.0, server_timeout=2.0)
     if await warm.acquire(blocking=False):
         await warm.release()
-    for conn in clients:
-        await conn.delete(*LockKeys.build("redlease", b"conftest:warm").in_order())
+    for srv in redlock_servers:  # (not through the test's clients: no connection of theirs)
+        with srv.client() as conn:
+            conn.delete(*LockKeys.build("redlease", b"conftest:warm").in_order())
     yield clients
     for conn in clients:
         await conn.aclose()
