@@ -203,9 +203,9 @@ async def test_an_expired_permit_comes_back_and_its_holder_is_told(
 async def test_the_watchdog_keeps_permits_through_slow_work(
     async_client: redis.asyncio.Redis,
 ) -> None:
-    sem = redlease.Semaphore(async_client, "slow", 1, ttl=0.3)
+    sem = redlease.Semaphore(async_client, "slow", 1, ttl=1.0)  # (0.3 s lapsed under load)
     assert await sem.acquire()
-    await AsyncTasks.sleep(1.0)
+    await AsyncTasks.sleep(2.5)  # longer than the lease: owned only if renewed
     assert await sem.owned()
     await sem.release()
 

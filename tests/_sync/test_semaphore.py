@@ -204,9 +204,9 @@ def test_an_expired_permit_comes_back_and_its_holder_is_told(
 def test_the_watchdog_keeps_permits_through_slow_work(
     client: redis.Redis,
 ) -> None:
-    sem = redlease.Semaphore(client, "slow", 1, ttl=0.3)
+    sem = redlease.Semaphore(client, "slow", 1, ttl=1.0)  # (0.3 s lapsed under load)
     assert sem.acquire()
-    Tasks.sleep(1.0)
+    Tasks.sleep(2.5)  # longer than the lease: owned only if renewed
     assert sem.owned()
     sem.release()
 
