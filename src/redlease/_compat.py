@@ -31,6 +31,7 @@ import contextlib
 import inspect
 import re
 import select
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -39,6 +40,12 @@ import redis.asyncio.retry
 import redis.retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError, TimeoutError
+
+_hiredis_pack: Callable[[tuple[Any, ...]], Any] | None
+try:  # redis-py's optional C parser; its packer writes a command in one call
+    from hiredis import pack_command as _hiredis_pack
+except ImportError:  # pragma: no cover - depends on what is installed
+    _hiredis_pack = None
 
 __all__ = [
     "REDIS_FLOOR",
@@ -66,6 +73,24 @@ handshake (``CLIENT SETINFO``, ``AUTH``, ``SELECT``) and every untimed read fore
 _COMMAND = "EVALSHA"
 """What a pool that requires a command name (redis-py < 5.3) is told; plain and blocking pools
 ignore it."""
+
+
+FAST_PACK = _hiredis_pack is not None
+"""Whether :func:`pack_command` packs in C (hiredis is installed): faster than redis-py's
+packer, which walks the arguments in Python before it calls the same function."""
+
+
+def pack_command(parts: tuple[Any, ...]) -> bytes:
+    """One command (``bytes``, ``str``, ``int`` or ``float`` parts) in the protocol's form, as
+    redis-py writes it (a float as its ``repr``; a ``str`` as UTF-8)."""
+    if _hiredis_pack is not None:
+        return bytes(_hiredis_pack(parts))
+    out = [b"*%d\r\n" % len(parts)]
+    for part in parts:
+        if not isinstance(part, bytes):
+            part = (repr(part) if isinstance(part, float) else str(part)).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(part), part))
+    return b"".join(out)
 
 
 def _version_tuple(text: str) -> tuple[int, ...] | None:

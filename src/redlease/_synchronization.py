@@ -11,11 +11,12 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import os
 import sys
 import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable
 from typing import Any, ParamSpec, TypeVar
+
+from ._core.lease import pid
 
 __all__ = [
     "MIN_BUDGET",
@@ -220,7 +221,7 @@ class Background:
     @staticmethod
     def scope() -> Hashable:
         """What background work is bound to: this process (a forked child starts afresh)."""
-        return os.getpid()
+        return pid()
 
     @staticmethod
     def owner() -> Hashable:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sys
 import time
 import weakref
@@ -42,7 +41,8 @@ import redis.cluster
 import redis.exceptions
 from redis.exceptions import ConnectionError, NoScriptError, RedisError, ResponseError, TimeoutError
 
-from .._compat import Connections, private_kwargs
+from .._compat import FAST_PACK, Connections, pack_command, private_kwargs
+from .._core.lease import pid
 from .._core.scripts import Script
 from .._logging import record
 
@@ -195,7 +195,7 @@ class Backend:
         # pool's own checkout (a lock, bookkeeping, observability hooks) costs about as much
         # as the script. Taken and given back with list.pop/append, atomic under the GIL.
         self._kept: list[Any] = []
-        self._kept_pid = os.getpid()
+        self._kept_pid = pid()
         # Fan-outs: calls whose replies were not read when they returned (a majority had
         # answered, or the server was late): sync, their Pendings, which the next fan-out
         # here reads or sends behind; asyncio, the tasks still reading them (_fanout.py).
@@ -392,23 +392,20 @@ class Backend:
             conn.send_command(
                 "EVAL", script.source, len(keys), *keys, *args, check_health=check_health
             )
-        elif packed is None:
+        elif packed is None and not FAST_PACK:
             conn.send_command(
                 "EVALSHA", script.sha, len(keys), *keys, *args, check_health=check_health
             )
-        else:
+        else:  # packed here in one C call (hiredis): the hot path's largest share of Python
+            packed = packed or self.pack(script, keys, args)
             conn.send_packed_command(packed, check_health=check_health)
 
     @staticmethod
     def pack(script: Script, keys: Sequence[bytes], args: Sequence[Any]) -> list[bytes]:
         """EVALSHA ``script`` as the bytes :meth:`send` writes (``packed``). ``args`` are
-        bytes, str or int: encoded the same by every connection."""
-        parts = [b"EVALSHA", script.sha.encode(), b"%d" % len(keys), *keys]
-        parts += [a if isinstance(a, bytes) else str(a).encode() for a in args]
-        out = [b"*%d\r\n" % len(parts)]
-        for part in parts:
-            out.append(b"$%d\r\n%s\r\n" % (len(part), part))
-        return [b"".join(out)]  # one chunk (redis-py writes each chunk of a list)
+        bytes, str, int or float: encoded as redis-py encodes them."""
+        # One chunk (redis-py writes each chunk of a list).
+        return [pack_command(("EVALSHA", script.sha, len(keys), *keys, *args))]
 
     def follow(
         self, pending: Pending, script: Script, keys: Sequence[bytes], args: Sequence[Any]
@@ -499,10 +496,10 @@ class Backend:
 
     def _checkout(self) -> Any:
         self._refuse_if_closed()
-        if self._kept_pid != os.getpid():  # a forked child: never use the parent's sockets
+        if self._kept_pid != pid():  # a forked child: never use the parent's sockets
             self._kept.clear()
             self.parked.clear()
-            self._kept_pid = os.getpid()
+            self._kept_pid = pid()
         while True:
             try:
                 conn = self._kept.pop()
@@ -514,13 +511,13 @@ class Backend:
 
     def parked_calls(self) -> list[Any]:
         """:attr:`parked`, emptied first in a forked child (the parent's sockets)."""
-        if self._kept_pid != os.getpid():
+        if self._kept_pid != pid():
             self.parked.clear()
         return self.parked
 
     def _checkin(self, conn: Any) -> None:
         """Keep a connection whose last reply was read whole, for the next call."""
-        if len(self._kept) < KEPT and not self.closed and self._kept_pid == os.getpid():
+        if len(self._kept) < KEPT and not self.closed and self._kept_pid == pid():
             self._kept.append(conn)
         else:
             self._pool.release(conn)
