@@ -203,6 +203,28 @@ class AsyncConnections:
         await conn.send_command(*args)
 
     @staticmethod
+    async def write(conn: Any, packed: list[bytes], check_health: bool) -> None:
+        """Write a packed command (see :func:`pack_command`).
+
+        redis-py wraps every write in ``asyncio.wait_for`` (a task per write) when the
+        connection has a socket timeout, as every private pool's has. A command of a few
+        hundred bytes on a connected socket with nothing buffered is written (or buffered) at
+        once and never waits, so it is handed to the transport directly; anything else (not
+        connected, a health check due, bytes still buffered) goes through redis-py's write,
+        with its drain and timeout. A broken socket shows on the read that follows.
+        """
+        writer = getattr(conn, "_writer", None)
+        if (
+            writer is None
+            or not conn.is_connected
+            or (check_health and conn.health_check_interval)
+            or writer.transport.get_write_buffer_size()
+        ):
+            await conn.send_packed_command(packed, check_health=check_health)
+            return
+        writer.writelines(packed)
+
+    @staticmethod
     async def read(conn: Any, timeout: float | None) -> Any:
         """The next reply, within ``timeout`` seconds (``None``: the socket timeout).
 
@@ -289,6 +311,11 @@ class Connections:
     def send(conn: Any, *args: Any) -> None:
         """Write one command."""
         conn.send_command(*args)
+
+    @staticmethod
+    def write(conn: Any, packed: list[bytes], check_health: bool) -> None:
+        """Write a packed command (see :func:`pack_command`): one ``sendall``."""
+        conn.send_packed_command(packed, check_health=check_health)
 
     @staticmethod
     def read(conn: Any, timeout: float | None) -> Any:

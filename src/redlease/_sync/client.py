@@ -398,7 +398,7 @@ class Backend:
             )
         else:  # packed here in one C call (hiredis): the hot path's largest share of Python
             packed = packed or self.pack(script, keys, args)
-            conn.send_packed_command(packed, check_health=check_health)
+            Connections.write(conn, packed, check_health)
 
     @staticmethod
     def pack(script: Script, keys: Sequence[bytes], args: Sequence[Any]) -> list[bytes]:
