@@ -245,9 +245,10 @@ class AsyncConnections:
         await conn.disconnect(nowait=True)
 
     @staticmethod
-    def forget(conns: list[Any]) -> None:
+    def forget(conns: list[tuple[Any, float]]) -> None:
         """At garbage collection of their keeper: nothing to do for asyncio connections,
-        whose close needs the event loop (``redlease.asyncio.close()`` closes them)."""
+        whose close needs the event loop (``redlease.asyncio.close()`` closes them).
+        ``conns``: (connection, when it was given back)."""
         conns.clear()
 
     @staticmethod
@@ -347,12 +348,13 @@ class Connections:
         conn.disconnect()
 
     @staticmethod
-    def forget(conns: list[Any]) -> None:
+    def forget(conns: list[tuple[Any, float]]) -> None:
         """At garbage collection of their keeper: close the kept connections now, before the
-        collector finalizes their sockets in arbitrary order (a ``ResourceWarning``)."""
+        collector finalizes their sockets in arbitrary order (a ``ResourceWarning``).
+        ``conns``: (connection, when it was given back)."""
         while conns:
             with contextlib.suppress(Exception):  # best effort, during garbage collection
-                conns.pop().disconnect()
+                conns.pop()[0].disconnect()
 
     @staticmethod
     def connected(conn: Any) -> bool:

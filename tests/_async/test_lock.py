@@ -10,7 +10,9 @@ import pytest
 import redis.asyncio
 from redis.exceptions import ConnectionError, TimeoutError
 
+import redlease._async.client as backend_module
 import redlease.asyncio as redlease
+from redlease._async.client import TRUSTED
 from redlease._async.runtime import runtime_for
 from redlease._core.lock import LockKeys
 from redlease.server import RedisServer
@@ -783,11 +785,28 @@ async def test_connections_the_server_closed_while_idle_are_replaced(
     kept = runtime_for(async_client).backend._kept
     assert kept  # the twin of the check below: there are kept connections to kill
     killed = 0
-    for conn in kept:
+    for conn, _ in kept:
         killed += await async_client.client_kill_filter(_id=str(await conn_id(conn)))
     assert killed == len(kept)
+    await AsyncTasks.sleep(2 * TRUSTED)  # idle longer than a connection is trusted unchecked
     assert await lock.acquire()  # on a fresh connection, not a LockUnavailable
     await lock.release()
+
+
+async def test_twin_a_killed_connection_reused_unchecked_fails_the_call(
+    async_client: redis.asyncio.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The twin: trusted unchecked (as within TRUSTED of its last reply), a connection the
+    server closed fails the call that reuses it."""
+    monkeypatch.setattr(backend_module, "TRUSTED", 1e9)
+    lock = redlease.Lock(async_client, "kept-connections-twin", renew=False)
+    assert await lock.acquire()
+    await lock.release()
+    kept = runtime_for(async_client).backend._kept
+    for conn, _ in kept:
+        await async_client.client_kill_filter(_id=str(await conn_id(conn)))
+    with pytest.raises(redlease.LockUnavailable):
+        await lock.acquire()
 
 
 async def conn_id(conn: Any) -> int:

@@ -11,7 +11,9 @@ import pytest
 import redis
 from redis.exceptions import ConnectionError, TimeoutError
 
+import redlease._sync.client as backend_module
 import redlease as redlease
+from redlease._sync.client import TRUSTED
 from redlease._sync.runtime import runtime_for
 from redlease._core.lock import LockKeys
 from redlease.server import RedisServer
@@ -784,11 +786,28 @@ def test_connections_the_server_closed_while_idle_are_replaced(
     kept = runtime_for(client).backend._kept
     assert kept  # the twin of the check below: there are kept connections to kill
     killed = 0
-    for conn in kept:
+    for conn, _ in kept:
         killed += client.client_kill_filter(_id=str(conn_id(conn)))
     assert killed == len(kept)
+    Tasks.sleep(2 * TRUSTED)  # idle longer than a connection is trusted unchecked
     assert lock.acquire()  # on a fresh connection, not a LockUnavailable
     lock.release()
+
+
+def test_twin_a_killed_connection_reused_unchecked_fails_the_call(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The twin: trusted unchecked (as within TRUSTED of its last reply), a connection the
+    server closed fails the call that reuses it."""
+    monkeypatch.setattr(backend_module, "TRUSTED", 1e9)
+    lock = redlease.Lock(client, "kept-connections-twin", renew=False)
+    assert lock.acquire()
+    lock.release()
+    kept = runtime_for(client).backend._kept
+    for conn, _ in kept:
+        client.client_kill_filter(_id=str(conn_id(conn)))
+    with pytest.raises(redlease.LockUnavailable):
+        lock.acquire()
 
 
 def conn_id(conn: Any) -> int:
