@@ -245,10 +245,9 @@ class AsyncConnections:
         await conn.disconnect(nowait=True)
 
     @staticmethod
-    def forget(conns: list[tuple[Any, float]]) -> None:
+    def forget(conns: list[Any]) -> None:
         """At garbage collection of their keeper: nothing to do for asyncio connections,
-        whose close needs the event loop (``redlease.asyncio.close()`` closes them).
-        ``conns``: (connection, when it was given back)."""
+        whose close needs the event loop (``redlease.asyncio.close()`` closes them)."""
         conns.clear()
 
     @staticmethod
@@ -348,13 +347,12 @@ class Connections:
         conn.disconnect()
 
     @staticmethod
-    def forget(conns: list[tuple[Any, float]]) -> None:
+    def forget(conns: list[Any]) -> None:
         """At garbage collection of their keeper: close the kept connections now, before the
-        collector finalizes their sockets in arbitrary order (a ``ResourceWarning``).
-        ``conns``: (connection, when it was given back)."""
+        collector finalizes their sockets in arbitrary order (a ``ResourceWarning``)."""
         while conns:
             with contextlib.suppress(Exception):  # best effort, during garbage collection
-                conns.pop()[0].disconnect()
+                conns.pop().disconnect()
 
     @staticmethod
     def connected(conn: Any) -> bool:

@@ -213,7 +213,7 @@ class Backend:
         # (the script would run only when the reply is read, and its resend then).
         self.loaded: set[str] = set()
         # Weak-reference callbacks run before the collector finalizes a cycle's objects.
-        weakref.finalize(self, Connections.forget, self._kept)
+        weakref.finalize(self, _forget_kept, self._kept)
 
     def __repr__(self) -> str:
         kwargs = self.client.connection_pool.connection_kwargs
@@ -628,6 +628,12 @@ class Backend:
         kwargs = self.client.connection_pool.connection_kwargs
         where = kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port')}"
         return f"{where}/{kwargs.get('db', 0) or 0}"
+
+
+def _forget_kept(kept: list[tuple[Any, float]]) -> None:
+    """At garbage collection of a backend: close its kept connections."""
+    Connections.forget([conn for conn, _ in kept])
+    kept.clear()
 
 
 def _forget_parked(parked: list[Any]) -> None:
