@@ -18,6 +18,7 @@ import redlease as redlease
 from redlease.topology import SentinelGroup
 from tests._sync.helpers import wait_until
 from tests._sync.test_lock import hold_until, keys
+from tests._sync.test_logging import events
 from tests.support import Tasks
 
 pytestmark = pytest.mark.timeout(120)
@@ -76,6 +77,39 @@ def test_after_a_failover_scripts_and_wake_ups_follow_the_new_master(
     assert woken[0] - released[0] < 5.0
     with new.client() as conn:
         assert int(conn.get(keys("after").fence) or 0) == 2  # it all happened on the new master
+    client.close()
+
+
+def test_a_lease_held_through_a_failover_is_renewed_on_the_new_master(
+    sentinel_group: SentinelGroup, topology_timings: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 9, on Sentinel: the master dies just before a renewal. Renewals fail until the
+    sentinels promote a replica, are retried (every 0.5 s), and the first after the promotion
+    renews the lease on the new master: the holder keeps it and is not told otherwise."""
+    client = sentinel_group.master_for(socket_timeout=2)
+    lost: list[int] = []
+    ttl = 9.0  # renewed every 3 s; a failover of several seconds fits in the lease
+    holder = redlease.Lock(
+        client, "renewed-through", ttl=ttl, wait_replicas=2, on_lost=lambda: lost.append(1)
+    )
+    acquired = time.monotonic()
+    assert holder.acquire()  # both replicas have it: the promoted one too
+    Tasks.sleep(max(0.0, acquired + ttl / 3 - 0.3 - time.monotonic()))
+    _, new, seconds = Tasks.blocking(sentinel_group.failover)  # the renewal: now
+    topology_timings.append(f"sentinel failover under a held lock: {seconds:.2f}s")
+
+    def renewed_there() -> bool:  # a renewal reached the new master
+        with new.client() as conn:
+            return int(conn.pttl(keys("renewed-through").lock)) > (ttl - 1.5) * 1000
+
+    assert wait_until(renewed_there, limit=ttl)
+    failed = events(caplog, "renewal_failed")
+    tries = sum(1 for r in failed if "renewed-through" in getattr(r, "redlease_names", ()))
+    print(f"renewal tries during a Sentinel failover of {seconds:.2f}s: {tries}")
+    assert tries <= 4 + 3 * seconds  # one per 0.5 s at most, with slack (not a busy loop)
+    assert not lost and holder.owned()
+    holder.release()
+    redlease.close(client)
     client.close()
 
 

@@ -3,7 +3,10 @@
 A holding is renewed every third of its lease. Renewals due within ``coalesce`` of the earliest
 one are sent together (at most ``batch`` holdings a tick), one round trip per renewal target
 and script (:func:`batches`; large batches as several pipelined calls of :data:`CHUNK`), so one
-renewer serves ten thousand leases of every kind with a few round trips per tick. Holdings are
+renewer serves ten thousand leases of every kind with a few round trips per tick. A renewal
+that failed is retried after its own delay, never sooner: coalescing pulls regular renewals
+forward, not retries (else a dead server would be retried in a busy loop, each try of a
+Cluster's a refresh of its map of slots). Holdings are
 referenced weakly: a lock whose handle was dropped without ``release()`` is no longer renewed,
 and expires within its lease.
 
@@ -68,16 +71,19 @@ class RenewSchedule:
     def __init__(self, *, batch: int = 100_000, coalesce: float = 0.5) -> None:
         self.batch = batch
         self.coalesce = coalesce
-        self._due: dict[int, tuple[weakref.ref[Holding], float]] = {}
+        # id -> (the holding, weakly; when it is due; True for a retry: not before then)
+        self._due: dict[int, tuple[weakref.ref[Holding], float, bool]] = {}
 
     def __len__(self) -> int:
         return len(self._due)
 
     def add(self, holding: Holding, now: float, *, delay: float | None = None) -> None:
-        """Renew ``holding`` after ``delay`` seconds (default: a third of its lease)."""
+        """Renew ``holding`` a third of its lease from ``now``, or, for a retry after a failed
+        renewal, ``delay`` seconds from ``now`` and not sooner (see :meth:`take_due`)."""
         if delay is None:
-            delay = holding.ttl_ms / 3000
-        self._due[id(holding)] = (weakref.ref(holding), now + delay)
+            self._due[id(holding)] = (weakref.ref(holding), now + holding.ttl_ms / 3000, False)
+        else:
+            self._due[id(holding)] = (weakref.ref(holding), now + delay, True)
 
     def discard(self, holding: Holding) -> None:
         """Stop renewing ``holding``: called by release *before* the release is sent."""
@@ -85,28 +91,33 @@ class RenewSchedule:
 
     def drain(self) -> list[Holding]:
         """Stop renewing everything; returns the holdings still held (active)."""
-        held = [holding for holding, _ in self._live()]
+        held = [holding for holding, _, _ in self._live()]
         self._due.clear()
         return held
 
-    def _live(self) -> Iterator[tuple[Holding, float]]:
-        for key, (ref, due) in list(self._due.items()):
+    def _live(self) -> Iterator[tuple[Holding, float, bool]]:
+        for key, (ref, due, retry) in list(self._due.items()):
             holding = ref()
             if holding is None or not holding.active:
                 del self._due[key]
             else:
-                yield holding, due
+                yield holding, due, retry
 
     def next_due(self) -> float | None:
         """When the next renewal is due, or ``None`` when nothing is left to renew."""
-        return min((due for _, due in self._live()), default=None)
+        return min((due for _, due, _ in self._live()), default=None)
 
     def take_due(self, now: float) -> list[Holding]:
-        """The holdings to renew now (earliest first, at most ``batch``)."""
-        horizon = now + self.coalesce * min((h.ttl_ms / 3000 for h, _ in self._live()), default=0.0)
-        due = sorted(((d, h) for h, d in self._live() if d <= horizon), key=lambda x: x[0])
+        """The holdings to renew now (earliest first, at most ``batch``): those due by now, and
+        the regular renewals due within ``coalesce`` of a renewal period (retries: by now)."""
+        live = list(self._live())
+        horizon = now + self.coalesce * min((h.ttl_ms / 3000 for h, _, _ in live), default=0.0)
+        due = sorted(
+            ((d, h) for h, d, retry in live if d <= (now if retry else horizon)),
+            key=lambda x: x[0],
+        )
         return [h for _, h in due[: self.batch]]
 
     def expired(self, now: float) -> list[Holding]:
         """Holdings whose lease has surely run out (renewals kept failing)."""
-        return [h for h, _ in self._live() if h.expires_at <= now]
+        return [h for h, _, _ in self._live() if h.expires_at <= now]
