@@ -72,6 +72,8 @@ class Measure:
     ops: int = 0
     retries: int = 0
     latencies: list[float] = field(default_factory=list)  # ms, a sample
+    done: int = 0  # operations completed, warm-up included
+    cpu: float = 0.0  # seconds of this process's CPU over the same time
 
 
 @dataclass
@@ -83,6 +85,8 @@ class Figures:
     p50_ms: float = 0.0
     p99_ms: float = 0.0
     retries: int = 0
+    client_us: float = 0.0  # buyer processes' CPU per reservation (warm-up included), us
+    server_us: float = 0.0  # the server's CPU per reservation (private server only), us
     rounds: list[float] = field(default_factory=list)  # reservations/s of every round
 
 
@@ -129,7 +133,7 @@ def _operation(name: str, client: Any, run: str, index: int, sha: str) -> Any:
             reply = await client.evalsha(
                 RESERVE.sha, len(names), *names, buyer, buyer, 1, 300_000, 1, 0
             )
-            assert reply[0] == b"order", reply
+            assert isinstance(reply, int), reply
             return 0
 
         return script
@@ -187,6 +191,7 @@ async def _measure(
             retries = await op(task, n)
             t1 = now()
             n += 1
+            result.done += 1
             if t0 >= begin and t1 <= end:
                 result.ops += 1
                 result.retries += retries
@@ -194,7 +199,9 @@ async def _measure(
                     result.latencies.append((t1 - t0) * 1000)
 
     await asyncio.sleep(max(0.0, start - now()))
+    cpu = time.process_time()
     await asyncio.gather(*(buyer(task) for task in range(concurrency)))
+    result.cpu = time.process_time() - cpu
     return result
 
 
@@ -320,8 +327,25 @@ def reset(client: Any, run: str) -> None:
     redlease.Inventory(client, keys(run)["inventory"]).restock(STOCK)
 
 
-def run(args: argparse.Namespace, url: str, label: str) -> dict[str, Any]:
-    """Measure every strategy over ``args.rounds`` rounds; the figures and verdicts."""
+def server_cpu(pid: int | None) -> float:
+    """Seconds of CPU the server process ``pid`` has used (0.0 if unknown)."""
+    if pid is None:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run(
+    args: argparse.Namespace, url: str, label: str, server_pid: int | None = None
+) -> dict[str, Any]:
+    """Measure every strategy over ``args.rounds`` rounds; the figures and verdicts.
+
+    ``server_pid``: the server's process (a private one), to report its CPU per reservation.
+    """
     import redis
 
     load_before = _load()
@@ -339,8 +363,11 @@ def run(args: argparse.Namespace, url: str, label: str) -> dict[str, Any]:
             order = STRATEGIES if r % 2 == 0 else tuple(reversed(STRATEGIES))
             for name in order:
                 reset(client, run_id)
+                server_before = server_cpu(server_pid)
                 measures = crew.measure(name, sha, args.warmup, args.seconds)
+                server_used = server_cpu(server_pid) - server_before
                 rate = sum(m.ops for m in measures) / args.seconds
+                done = sum(m.done for m in measures) or 1
                 fig = figures[name]
                 fig.rounds.append(round(rate, 1))
                 print(f"  round {r + 1}: {name:<7} {rate:>10,.0f} /s", file=sys.stderr, flush=True)
@@ -350,6 +377,8 @@ def run(args: argparse.Namespace, url: str, label: str) -> dict[str, Any]:
                     fig.p50_ms = round(percentile(latencies, 50), 3) if latencies else 0.0
                     fig.p99_ms = round(percentile(latencies, 99), 3) if latencies else 0.0
                     fig.retries = sum(m.retries for m in measures)
+                    fig.client_us = round(sum(m.cpu for m in measures) / done * 1e6, 1)
+                    fig.server_us = round(server_used / done * 1e6, 1)
     finally:
         crew.stop()
         with contextlib.suppress(Exception):
@@ -398,7 +427,18 @@ def report(result: dict[str, Any]) -> None:
         f"load average {result['load'][0]} before, {result['load'][1]} after\n"
     )
     atomic = next(f for f in result["strategies"] if f["strategy"] == "atomic")["per_second"]
-    rows = [("strategy", "reservations/s", "p50 ms", "p99 ms", "retries", "vs atomic")]
+    rows = [
+        (
+            "strategy",
+            "reservations/s",
+            "p50 ms",
+            "p99 ms",
+            "retries",
+            "vs atomic",
+            "client CPU us",
+            "server CPU us",
+        )
+    ]
     for fig in result["strategies"]:
         ratio = f"{fig['per_second'] / atomic:.2f}x" if atomic else "-"
         rows.append(
@@ -409,6 +449,8 @@ def report(result: dict[str, Any]) -> None:
                 f"{fig['p99_ms']:.2f}",
                 f"{fig['retries']:,}",
                 ratio,
+                f"{fig['client_us']:.0f}",
+                f"{fig['server_us']:.0f}" if fig["server_us"] else "-",
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -464,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
         url = server.url
         label = f"a private {os.path.basename(binary)} {server.version} at {url}, defaults"
     try:
-        result = run(args, url, label)
+        result = run(args, url, label, server.pid if server is not None else None)
     finally:
         if server is not None:
             server.stop()
