@@ -44,7 +44,7 @@ PINNED = {
     "inventory_cancel": "68d2368caa237160fc88f890fa6240e6aa63c4cd",
     "inventory_confirm": "09209846381cfeb979d066ac81b44d3d6d8b07c6",
     "inventory_order": "61a57c888427a07188cf9b6aa14c7da1e180bc1b",
-    "inventory_reserve": "221bc323b5bc7a33f62ee47b212dfe6414c6e3d6",
+    "inventory_reserve": "92d78293e4f6b3c51712047606415266e139a907",
     "inventory_restock": "d5b50a5b770176088aaa08ea6cff217ea2af3856",
     "inventory_snapshot": "df47222523aeb0a9d51780dc7238f8d27389d176",
     "inventory_withdraw": "2dd5af97cd477b11bb97c4be2f0fbf2c490429c5",
