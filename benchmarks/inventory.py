@@ -6,11 +6,14 @@
     .venv/bin/python benchmarks/inventory.py --url redis://127.0.0.1:6379 --json out.json
 
 Several buyer processes, each running the same number of concurrent buyers (asyncio tasks),
-take one unit at a time from one stock that never runs out, for a fixed time, four ways:
+take one unit at a time from one stock that never runs out, for a fixed time, these ways:
 
 ``floor``   a bare ``EVALSHA`` of ``return 1`` with plain redis-py: one round trip, no work;
 ``seed``    ``EVALSHA`` of the minimal reservation script (:data:`SEED`: ``DECRBY`` if enough
             stock, nothing else) with plain redis-py: no holds, no order ids, no limits;
+``seed-lean`` (diagnostic) the seed script sent the way redlease sends its own (its backend:
+            a kept connection, no pool checkout per call): ``atomic / seed-lean`` is the cost of
+            the reserve's work alone, the I/O path being the same;
 ``script``  (diagnostic) ``EVALSHA`` of redlease's reserve script with plain redis-py: the
             script's own cost, without redlease's Python layer (checks, pool, decoding);
 ``atomic``  ``redlease.asyncio.Inventory.reserve`` (per-buyer limit 1, a new buyer each time);
@@ -20,10 +23,11 @@ take one unit at a time from one stock that never runs out, for a fixed time, fo
 
 Only operations that start and end inside the measured window count (after a warm-up). The
 strategies are interleaved over several rounds (the order reversed every other round) and each
-keeps its best round, so a noisy neighbour hurts all of them alike. Targets, judged on figures
-of this same run: atomic >= 10x lock (one round trip, no waiting), the floor at most 1.2x
-atomic, and atomic at least 0.8x seed (all of the reserve's work costs at most a fifth of the
-rate of the bare decrement). Every child process is reaped and every wait is bounded.
+keeps its best round, so a noisy neighbour hurts all of them alike. Each row also shows the CPU
+one reservation cost the buyer processes and (with a private server) the server. Targets,
+judged on figures of this same run: atomic >= 10x lock (one round trip, no waiting), the floor
+at most 1.2x atomic, and atomic at least 0.8x seed (all of the reserve's work costs at most a
+fifth of the rate of the bare decrement). Every child process is reaped and every wait is bounded.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-STRATEGIES = ("floor", "seed", "script", "atomic", "lock", "watch")
+STRATEGIES = ("floor", "seed", "seed-lean", "script", "atomic", "lock", "watch")
 TARGET_VS_LOCK = 10.0  # atomic / lock, at least
 TARGET_FLOOR = 1.2  # floor / atomic, at most
 TARGET_VS_SEED = 0.8  # atomic / seed, at least
@@ -72,6 +76,8 @@ class Measure:
     ops: int = 0
     retries: int = 0
     latencies: list[float] = field(default_factory=list)  # ms, a sample
+    done: int = 0  # operations completed, warm-up included
+    cpu: float = 0.0  # seconds of this process's CPU over the same time
 
 
 @dataclass
@@ -83,6 +89,8 @@ class Figures:
     p50_ms: float = 0.0
     p99_ms: float = 0.0
     retries: int = 0
+    client_us: float = 0.0  # buyer processes' CPU per reservation (warm-up included), us
+    server_us: float = 0.0  # the server's CPU per reservation (private server only), us
     rounds: list[float] = field(default_factory=list)  # reservations/s of every round
 
 
@@ -119,6 +127,19 @@ def _operation(name: str, client: Any, run: str, index: int, sha: str) -> Any:
             return 0
 
         return seed
+    if name == "seed-lean":
+        from redlease._async.runtime import runtime_for
+        from redlease._core.scripts import Script
+
+        backend = runtime_for(client).backend
+        script = Script("seed", SEED, SEED_SHA)
+        stock = [k["stock"].encode()]
+
+        async def seed_lean(task: int, n: int) -> int:
+            assert await backend.run(script, stock, [1]) >= 0
+            return 0
+
+        return seed_lean
     if name == "script":
         from redlease._core.inventory import RESERVE, InventoryKeys
 
@@ -129,7 +150,7 @@ def _operation(name: str, client: Any, run: str, index: int, sha: str) -> Any:
             reply = await client.evalsha(
                 RESERVE.sha, len(names), *names, buyer, buyer, 1, 300_000, 1, 0
             )
-            assert reply[0] == b"order", reply
+            assert isinstance(reply, int), reply
             return 0
 
         return script
@@ -187,6 +208,7 @@ async def _measure(
             retries = await op(task, n)
             t1 = now()
             n += 1
+            result.done += 1
             if t0 >= begin and t1 <= end:
                 result.ops += 1
                 result.retries += retries
@@ -194,7 +216,9 @@ async def _measure(
                     result.latencies.append((t1 - t0) * 1000)
 
     await asyncio.sleep(max(0.0, start - now()))
+    cpu = time.process_time()
     await asyncio.gather(*(buyer(task) for task in range(concurrency)))
+    result.cpu = time.process_time() - cpu
     return result
 
 
@@ -320,8 +344,25 @@ def reset(client: Any, run: str) -> None:
     redlease.Inventory(client, keys(run)["inventory"]).restock(STOCK)
 
 
-def run(args: argparse.Namespace, url: str, label: str) -> dict[str, Any]:
-    """Measure every strategy over ``args.rounds`` rounds; the figures and verdicts."""
+def server_cpu(pid: int | None) -> float:
+    """Seconds of CPU the server process ``pid`` has used (0.0 if unknown)."""
+    if pid is None:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run(
+    args: argparse.Namespace, url: str, label: str, server_pid: int | None = None
+) -> dict[str, Any]:
+    """Measure every strategy over ``args.rounds`` rounds; the figures and verdicts.
+
+    ``server_pid``: the server's process (a private one), to report its CPU per reservation.
+    """
     import redis
 
     load_before = _load()
@@ -339,8 +380,11 @@ def run(args: argparse.Namespace, url: str, label: str) -> dict[str, Any]:
             order = STRATEGIES if r % 2 == 0 else tuple(reversed(STRATEGIES))
             for name in order:
                 reset(client, run_id)
+                server_before = server_cpu(server_pid)
                 measures = crew.measure(name, sha, args.warmup, args.seconds)
+                server_used = server_cpu(server_pid) - server_before
                 rate = sum(m.ops for m in measures) / args.seconds
+                done = sum(m.done for m in measures) or 1
                 fig = figures[name]
                 fig.rounds.append(round(rate, 1))
                 print(f"  round {r + 1}: {name:<7} {rate:>10,.0f} /s", file=sys.stderr, flush=True)
@@ -350,13 +394,15 @@ def run(args: argparse.Namespace, url: str, label: str) -> dict[str, Any]:
                     fig.p50_ms = round(percentile(latencies, 50), 3) if latencies else 0.0
                     fig.p99_ms = round(percentile(latencies, 99), 3) if latencies else 0.0
                     fig.retries = sum(m.retries for m in measures)
+                    fig.client_us = round(sum(m.cpu for m in measures) / done * 1e6, 1)
+                    fig.server_us = round(server_used / done * 1e6, 1)
     finally:
         crew.stop()
         with contextlib.suppress(Exception):
             client.unlink(*all_keys(run_id))
         client.close()
-    atomic, lock, floor, seed, script = (
-        figures[n].per_second for n in ("atomic", "lock", "floor", "seed", "script")
+    atomic, lock, floor, seed, script, lean = (
+        figures[n].per_second for n in ("atomic", "lock", "floor", "seed", "script", "seed-lean")
     )
     vs_lock = atomic / lock if lock else float("inf")
     vs_floor = floor / atomic if atomic else float("inf")
@@ -375,10 +421,23 @@ def run(args: argparse.Namespace, url: str, label: str) -> dict[str, Any]:
         "floor_vs_atomic": round(vs_floor, 3),
         "atomic_vs_seed": round(vs_seed, 3),
         "script_vs_seed": round(script / seed, 3) if seed else 0.0,
+        "atomic_vs_seed_lean": round(atomic / lean, 3) if lean else 0.0,
+        "atomic_vs_seed_cpu": _cpu_ratio(figures["seed"], figures["atomic"]),
+        "atomic_vs_seed_lean_cpu": _cpu_ratio(figures["seed-lean"], figures["atomic"]),
         "pass_vs_lock": vs_lock >= TARGET_VS_LOCK,
         "pass_floor": vs_floor <= TARGET_FLOOR,
         "pass_vs_seed": vs_seed >= TARGET_VS_SEED,
     }
+
+
+def _cpu_ratio(base: Figures, fig: Figures) -> float:
+    """``base``'s CPU per reservation (buyers + server) over ``fig``'s: the ratio of their
+    rates on a machine whose CPU is the limit, much steadier than the rates themselves on a
+    shared machine (0.0 without the server's figure)."""
+    mine = fig.client_us + fig.server_us
+    if not (base.server_us and fig.server_us and mine):
+        return 0.0
+    return round((base.client_us + base.server_us) / mine, 3)
 
 
 def _load() -> str:
@@ -398,7 +457,18 @@ def report(result: dict[str, Any]) -> None:
         f"load average {result['load'][0]} before, {result['load'][1]} after\n"
     )
     atomic = next(f for f in result["strategies"] if f["strategy"] == "atomic")["per_second"]
-    rows = [("strategy", "reservations/s", "p50 ms", "p99 ms", "retries", "vs atomic")]
+    rows = [
+        (
+            "strategy",
+            "reservations/s",
+            "p50 ms",
+            "p99 ms",
+            "retries",
+            "vs atomic",
+            "client CPU us",
+            "server CPU us",
+        )
+    ]
     for fig in result["strategies"]:
         ratio = f"{fig['per_second'] / atomic:.2f}x" if atomic else "-"
         rows.append(
@@ -409,6 +479,8 @@ def report(result: dict[str, Any]) -> None:
                 f"{fig['p99_ms']:.2f}",
                 f"{fig['retries']:,}",
                 ratio,
+                f"{fig['client_us']:.0f}",
+                f"{fig['server_us']:.0f}" if fig["server_us"] else "-",
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -423,7 +495,11 @@ def report(result: dict[str, Any]) -> None:
         f"\n  floor / atomic  {result['floor_vs_atomic']:>7.2f}x   target <= {TARGET_FLOOR:g}x"
         f"   {verdict[result['pass_floor']]}"
         f"\n  atomic / seed   {result['atomic_vs_seed']:>7.2f}x   target >= {TARGET_VS_SEED:g}x"
-        f"   {verdict[result['pass_vs_seed']]}   (script / seed {result['script_vs_seed']:.2f}x)"
+        f"   {verdict[result['pass_vs_seed']]}   (script / seed {result['script_vs_seed']:.2f}x,"
+        f" atomic / seed-lean {result['atomic_vs_seed_lean']:.2f}x)"
+        f"\n  by CPU per reservation (buyers + server): atomic / seed "
+        f"{result['atomic_vs_seed_cpu']:.2f}x, atomic / seed-lean "
+        f"{result['atomic_vs_seed_lean_cpu']:.2f}x"
     )
 
 
@@ -464,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
         url = server.url
         label = f"a private {os.path.basename(binary)} {server.version} at {url}, defaults"
     try:
-        result = run(args, url, label)
+        result = run(args, url, label, server.pid if server is not None else None)
     finally:
         if server is not None:
             server.stop()

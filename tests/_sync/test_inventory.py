@@ -464,6 +464,59 @@ def test_bad_constructor_arguments(client: redis.Redis) -> None:
         redlease.Inventory(Tasks.WRONG_CLIENT(), "sku")  # type: ignore[arg-type]
 
 
+# -- the reserve command -------------------------------------------------------------------
+# reserve() packs its command itself and reads a new reservation from a one-integer reply.
+def encoding_problems(client: redis.Redis, inv: Any) -> list[str]:
+    """What goes wrong when ``inv`` (on ``client``, which encodes str as latin-1) reserves
+    with a non-ASCII order id: the other calls (encoded by redis-py) must find that order."""
+    inv.restock(2)
+    res = inv.reserve(user="u1", order_id="ordré-1")
+    problems = []
+    if (res.user, res.order_id, res.changed) != ("u1", "ordré-1", True):
+        problems.append(f"the reservation says {res}")
+    if client.hget(keys("sku:1").orders, "ordré-1".encode("latin-1")) is None:
+        problems.append("the order is not stored under the client's encoding of its id")
+    try:
+        inv.confirm("ordré-1")
+    except redlease.OrderNotFound:
+        problems.append("confirm did not find the order reserve made")
+    return problems
+
+
+def test_reserve_encodes_ids_as_the_client_does(server: Any) -> None:
+    client = redis.Redis(host=server.host, port=server.port, encoding="latin-1")
+    client.flushall()
+    assert encoding_problems(client, redlease.Inventory(client, "sku:1")) == []
+    client.close()
+
+
+def test_reserve_encoding_twin_is_caught(server: Any) -> None:
+    """The same check, with reserve encoding its ids as UTF-8 whatever the client says, fails."""
+    client = redis.Redis(host=server.host, port=server.port, encoding="latin-1")
+    client.flushall()
+    inv = redlease.Inventory(client, "sku:1")
+    inv._encoding = ("utf-8", "strict")
+    problems = encoding_problems(client, inv)
+    assert "confirm did not find the order reserve made" in problems
+    client.close()
+
+
+def test_reserve_survives_a_flushed_script_cache(make_server: Any) -> None:
+    """The packed EVALSHA meets NOSCRIPT after SCRIPT FLUSH: the script is sent again."""
+    srv = make_server()
+    client = redis.Redis(host=srv.host, port=srv.port)
+    inv = redlease.Inventory(client, "sku:1")
+    inv.restock(3)
+    inv.reserve(user="u1", order_id="o-1")  # EVAL, then the server has the script
+    inv.reserve(user="u2", order_id="o-2")  # the packed EVALSHA
+    client.script_flush()
+    res = inv.reserve(user="u3", order_id="o-3")
+    assert (res.state, res.changed) == ("reserved", True)
+    assert inv.order("o-3") == res
+    assert inv.snapshot() == redlease.Stock(0, 3, 0, 3)
+    client.close()
+
+
 # -- outages --------------------------------------------------------------------------------
 def test_outage_raises_inventory_unavailable(make_server: Any) -> None:
     srv = make_server()
@@ -608,7 +661,9 @@ def test_retention_twin_that_forgets_at_once_is_caught(
 def test_retention_forgets_settled_orders_after_it_a_bounded_number_per_call(
     client: redis.Redis,
 ) -> None:
-    inv = redlease.Inventory(client, "sku:1", retention=1.0)
+    # The retention must outlast the set-up's 211 calls, also on a loaded machine (with 1 s,
+    # a loaded cluster run forgot the first orders before the count below).
+    inv = redlease.Inventory(client, "sku:1", retention=3.0)
     inv.restock(SWEEP + 10)
     for i in range(SWEEP + 5):
         inv.reserve(user=f"u{i}", order_id=f"c-{i}")

@@ -78,3 +78,26 @@ def test_argument_checks() -> None:
     assert core.ident("o-1", "order_id") == "o-1"
     with pytest.raises(ValueError, match=r"^qty must be at most"):
         core.units(core.MAX_UNITS + 1, "qty")
+
+
+def test_decode_a_new_reservation_from_the_servers_time() -> None:
+    res = core.decode_reserve(1_000_000, "s", "o", "u1", 2, 500)
+    assert res == core.Reservation("o", "u1", 2, "reserved", 1000.5)
+    assert res.expires_in == 0.5 and res.changed and res.live
+    # Any other reply is an ordinary one: a retry's order, or a refusal.
+    known = [b"order", b"reserved", 2, 1_000_500, 1_000_000, b"u1", 0]
+    assert core.decode_reserve(known, "s", "o", "u1", 2, 500) == res
+    with pytest.raises(redlease.SoldOut):
+        core.decode_reserve([b"soldout", 1, 3], "s", "o", "u1", 3, 500)
+    with pytest.raises(ValueError, match="unexpected reply"):
+        core.decode_reserve([b"missing"], "s", "o", "u1", 2, 500)
+
+
+def test_packed_reserve_is_what_redis_py_sends() -> None:
+    from redis.connection import Connection
+
+    keys = core.InventoryKeys.build("redlease", b"sku:1").all
+    args = ["ordré-1".encode(), b"u1", b"1", b"300000", b"0", b"0"]
+    head = core.pack_head(core.RESERVE, keys, len(args))
+    expected = Connection().pack_command("EVALSHA", core.RESERVE.sha, len(keys), *keys, *args)
+    assert core.pack(head, args) == [b"".join(expected)]

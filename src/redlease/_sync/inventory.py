@@ -75,6 +75,11 @@ class Inventory:
         self.retention = retention
         self._retain = core.retention(retention)
         self._keys = InventoryKeys.build(validate.prefix(prefix), validate.name(name))
+        # reserve() packs its command itself (the hot path): str arguments are encoded as
+        # the client's own connections would encode them.
+        encoder = getattr(client, "get_encoder")()  # noqa: B009 (redis-py leaves it untyped)
+        self._encoding: tuple[str, str] = (encoder.encoding, encoder.encoding_errors)
+        self._reserve_head = ("", b"")  # (script SHA, pack_head for it)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
@@ -116,18 +121,20 @@ class Inventory:
         live and sold units plus ``qty`` would pass ``per_user_limit`` (``None``: no limit),
         :class:`~redlease.SoldOut` when fewer than ``qty`` units are available.
         """
-        args = [
-            core.ident(order_id, "order_id"),
-            core.ident(user, "user"),
-            core.units(qty, "qty"),
-            validate.ttl_ms(hold, "hold"),
-            core.per_user_limit(per_user_limit),
-            self._retain,
-        ]
-        reservation = self._order(core.RESERVE, args, "reserve", order_id)
-        if reservation is None:  # pragma: no cover - the script never answers "missing"
-            raise ValueError("unexpected reply from inventory_reserve.lua: missing")
-        return reservation
+        encoding, errors = self._encoding
+        order = core.ident(order_id, "order_id").encode(encoding, errors)
+        buyer = core.ident(user, "user").encode(encoding, errors)
+        units = core.units(qty, "qty")
+        hold_ms = validate.ttl_ms(hold, "hold")
+        limit = core.per_user_limit(per_user_limit)
+        args = [order, buyer, b"%d" % units, b"%d" % hold_ms, b"%d" % limit, b"%d" % self._retain]
+        script = core.RESERVE
+        sha, head = self._reserve_head
+        if sha != script.sha:
+            head = core.pack_head(script, self._keys.all, len(args))
+            self._reserve_head = (script.sha, head)
+        reply = self._run(script, args, "reserve", core.pack(head, args))
+        return core.decode_reserve(reply, self.name, order_id, user, units, hold_ms)
 
     def confirm(self, order_id: str) -> Reservation:
         """Sell a reserved order (after payment); returns it, now ``sold``.
@@ -168,9 +175,14 @@ class Inventory:
     ) -> Reservation | None:
         return core.decode_reply(self._run(script, args, action), self.name, order_id)
 
-    def _run(self, script: Script, args: list[Any], action: str) -> Any:
+    def _run(self, script: Script, args: list[Any], action: str, packed: Any = None) -> Any:
+        """Run ``script`` (sent as ``packed``, the same command packed, if given)."""
+        backend = runtime_for(self._client).backend
         try:
-            return runtime_for(self._client).backend.run(script, self._keys.all, args)
+            if packed is None:
+                return backend.run(script, self._keys.all, args)
+            pending = backend.send(script, self._keys.all, args, packed)
+            return backend.receive(pending, None)
         except RedisError as exc:
             raise InventoryUnavailable(
                 f"could not {action} inventory {self.name!r}: Redis failed: {exc}",

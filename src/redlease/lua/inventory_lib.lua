@@ -30,7 +30,8 @@
 -- status "order" (here it is), "closed" (the transition is refused in this state) or
 -- "conflict" (reserve: the id belongs to another purchase). Other replies: {"missing"},
 -- {"soldout", available, requested}, {"limit", limit, already, requested} and
--- {"stock", available, reserved, sold, total} (expired holds counted as available).
+-- {"stock", available, reserved, sold, total} (expired holds counted as available), and
+-- reserve's new reservation: now alone, an integer (the caller knows the rest).
 
 local K = {stock = KEYS[1], orders = KEYS[2], holds = KEYS[3], userholds = KEYS[4],
            users = KEYS[5], settled = KEYS[6]}

@@ -7,7 +7,9 @@
 -- ARGV[4] hold       ms the units stay held for payment (integer >= 1)
 -- ARGV[5] limit      the user's limit in units of live holds and sold orders; 0: none
 -- ARGV[6] retention  ms a settled order id is kept, then forgotten (integer >= 0; 0: forever)
--- Returns {"order", ...}     the reservation: new (changed = 1), or the known order (0)
+-- Returns now                the server's time (integer, ms): a new reservation, held until
+--                            now + ARGV[4] (the caller knows the rest: a short reply is cheap)
+--         {"order", ...}     the known order (a retry; changed = 0)
 --         {"conflict", ...}  the id belongs to another purchase (other user or qty)
 --         {"limit", limit, already, requested}
 --         {"soldout", available, requested}
@@ -53,4 +55,5 @@ if available < qty then return {'soldout', available, qty} end
 
 -- The one safety-critical step: available >= qty was read in this same script, so the
 -- count cannot go negative and no unit is held twice.
-return order_reply('order', hold(id, user, qty, now + hold_ms, available, reserved), now, 1)
+hold(id, user, qty, now + hold_ms, available, reserved)
+return now
