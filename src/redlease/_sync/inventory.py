@@ -121,9 +121,8 @@ class Inventory:
         live and sold units plus ``qty`` would pass ``per_user_limit`` (``None``: no limit),
         :class:`~redlease.SoldOut` when fewer than ``qty`` units are available.
         """
-        encoding, errors = self._encoding
-        order = core.ident(order_id, "order_id").encode(encoding, errors)
-        buyer = core.ident(user, "user").encode(encoding, errors)
+        order = self._ident(order_id, "order_id")
+        buyer = self._ident(user, "user")
         units = core.units(qty, "qty")
         hold_ms = validate.ttl_ms(hold, "hold")
         limit = core.per_user_limit(per_user_limit)
@@ -156,15 +155,21 @@ class Inventory:
 
     def order(self, order_id: str) -> Reservation | None:
         """The order ``order_id`` as it stands now (read-only), or ``None`` if unknown."""
-        return self._order(core.ORDER, [core.ident(order_id, "order_id")], "read", order_id)
+        return self._order(core.ORDER, [self._ident(order_id, "order_id")], "read", order_id)
 
     def snapshot(self) -> Stock:
         """The counts now, read atomically (read-only); expired holds count as available."""
         return core.decode_stock(self._run(core.SNAPSHOT, [], "read"))
 
     # -- plumbing ---------------------------------------------------------------------------
+    def _ident(self, value: Any, arg: str) -> bytes:
+        """A user or order id, encoded as the client's ``encoding`` says, by every call alike
+        (redis-py with hiredis would write a str as UTF-8 whatever that says)."""
+        encoding, errors = self._encoding
+        return core.ident(value, arg).encode(encoding, errors)
+
     def _required(self, script: Script, action: str, order_id: str) -> Reservation:
-        args = [core.ident(order_id, "order_id"), self._retain]
+        args = [self._ident(order_id, "order_id"), self._retain]
         reservation = self._order(script, args, action, order_id)
         if reservation is None:
             raise core.not_found(self.name, order_id)
