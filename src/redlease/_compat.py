@@ -280,6 +280,23 @@ class AsyncConnections:
         """Give ``conn`` back to ``pool`` (after :meth:`drop` if its state is unknown)."""
         await pool.release(conn)
 
+    @staticmethod
+    async def handshake(conn: Any, timeout: float | None, inner: Any = None) -> None:
+        """A new connection's handshake (AUTH/HELLO, SELECT, CLIENT SETINFO; ``inner``, the
+        pool's own ``redis_connect_func``, in its place if set) with each reply within
+        ``timeout`` seconds instead of the connection's socket timeout."""
+        saved = conn.socket_timeout
+        conn.socket_timeout = timeout  # read for each reply by the asyncio connection
+        try:
+            if inner is None:
+                await conn.on_connect()
+            else:
+                result = inner(conn)
+                if inspect.isawaitable(result):
+                    await result
+        finally:
+            conn.socket_timeout = saved
+
 
 class Connections:
     """Connection-level calls on redis-py (sync) pools and connections."""
@@ -378,3 +395,19 @@ class Connections:
     def release(pool: Any, conn: Any) -> None:
         """Give ``conn`` back to ``pool`` (after :meth:`drop` if its state is unknown)."""
         pool.release(conn)
+
+    @staticmethod
+    def handshake(conn: Any, timeout: float | None, inner: Any = None) -> None:
+        """A new connection's handshake (AUTH/HELLO, SELECT, CLIENT SETINFO; ``inner``, the
+        pool's own ``redis_connect_func``, in its place if set) with each reply within
+        ``timeout`` seconds instead of the connection's socket timeout."""
+        sock = conn._sock
+        sock.settimeout(timeout)  # the sync connection reads with its socket's timeout
+        try:
+            if inner is None:
+                conn.on_connect()
+            else:
+                inner(conn)
+        finally:
+            if conn._sock is sock:
+                sock.settimeout(conn.socket_timeout)

@@ -26,6 +26,7 @@ class with the same methods, in ``cluster.py``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import sys
 import time
@@ -177,6 +178,13 @@ class AsyncBackend:
     """Whether waiters are told on sharded channels in each lock's slot (a Cluster) or on one
     channel per process (here: PUBLISH, which every server has)."""
 
+    connect_grace = True
+    """Whether opening a connection is kept out of a deadline backend's per-reply deadline
+    (:meth:`with_deadline`): its handshake gets the connect timeout, and a fan-out starts a
+    call's clock once its connection is open (:meth:`cold`, :meth:`warm`), except on a server
+    known not to answer. Off, a fresh Redlock's first round on a loaded machine spends its
+    ``server_timeout`` connecting (a test turns it off to show that)."""
+
     def __init__(
         self,
         client: Any,
@@ -196,6 +204,7 @@ class AsyncBackend:
         self._deadlines: dict[float, AsyncBackend] = {}
         self.closed = False  # set by redlease.close(): every new call raises ConnectionError
         self._down = False  # the server failed to answer and has not answered since (logged)
+        self._slow = False  # its last fan-out reply was late (see ``timely``)
         # Connections kept between calls (LIFO), checked out of the private pool once: the
         # pool's own checkout (a lock, bookkeeping, observability hooks) costs about as much
         # as the script. Taken and given back with list.pop/append, atomic under the GIL,
@@ -230,6 +239,10 @@ class AsyncBackend:
         pool: Any = self.client.connection_pool
         no_retry = self._flavor.retry_class(self._flavor.no_backoff(), 0)
         kwargs = private_kwargs(pool, no_retry, timeout)
+        if timeout is not None:  # the handshake is part of connecting, not a reply
+            kwargs["redis_connect_func"] = functools.partial(
+                _handshake, weakref.ref(self._root), kwargs.get("redis_connect_func")
+            )
         return self._flavor.pool_class(connection_class=pool.connection_class, **kwargs)
 
     @property
@@ -515,6 +528,39 @@ class AsyncBackend:
                 return conn
             await self._discard(conn)  # closed by the server while idle: the next one
 
+    def idle(self) -> bool:
+        """Whether a connection is open here for the next call (one kept, or a late call's
+        to send behind)."""
+        return bool(self._kept or self.parked)
+
+    def cold(self) -> bool:
+        """Whether a call here would open a connection first, on a server not known to be
+        down: then :meth:`warm` opens it outside the call's deadline."""
+        return not (self._kept or self.parked) and self._root._graced()
+
+    def _graced(self) -> bool:
+        """Whether a new connection here gets the connect timeout for its handshake and is
+        kept out of a fan-out's deadline: not when the server is known down or slow."""
+        return self.connect_grace and not (self._down or self._slow or self.closed)
+
+    def timely(self, answered: bool) -> None:
+        """A fan-out's word on this server's reply: in time, or late (then new connections
+        get no grace until a reply comes in time again)."""
+        self._root._slow = not answered
+
+    async def warm(self) -> None:
+        """Open a connection and keep it for the next call, within the connect timeout
+        (handshake included), so that a caller that bounds its call by a deadline starts the
+        clock after connecting. Raises as :meth:`send` would."""
+        try:
+            conn = await self._checkout()
+        except self._foreign as exc:
+            raise self._failed(translate(exc)) from exc
+        except (ConnectionError, TimeoutError) as exc:
+            self._failed(exc)
+            raise
+        await self._checkin(conn)
+
     def parked_calls(self) -> list[Any]:
         """:attr:`parked`, emptied first in a forked child (the parent's sockets)."""
         if self._kept_pid != pid():
@@ -633,6 +679,17 @@ def _forget_kept(kept: list[tuple[Any, float]]) -> None:
     """At garbage collection of a backend: close its kept connections."""
     AsyncConnections.forget([conn for conn, _ in kept])
     kept.clear()
+
+
+async def _handshake(root: Any, inner: Any, conn: Any) -> None:
+    """``redis_connect_func`` of a deadline backend's connections: the handshake replies
+    within the connect timeout (a loaded or briefly paused server is not a dead one), unless
+    the server is known not to answer (then within the deadline, as any reply)."""
+    backend = root()
+    if backend is not None and backend._graced():
+        await AsyncConnections.handshake(conn, conn.socket_connect_timeout, inner)
+    else:
+        await AsyncConnections.handshake(conn, conn.socket_timeout, inner)
 
 
 def _forget_parked(parked: list[Any]) -> None:
