@@ -33,7 +33,7 @@ def all_scripts() -> dict[str, Script]:
 
 SCRIPTS = all_scripts()
 PINNED = {
-    "acquire": "c83dcca48333ae8b7f6bf836908fd11ac4687c58",
+    "acquire": "fe14b423ecee705f181cc5b5ced556b4e4fd0b6a",
     "claim": "61fccdfcf387122867e8a38ef29410ecb69a715e",
     "election_watch": "93a7bb94597da7f61890a461b6d5627e39ce8afc",
     "extend": "dbe2b8da203a13ef7a56cc3d32d11fb1f221f7ad",

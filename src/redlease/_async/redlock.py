@@ -273,12 +273,15 @@ class AsyncRedlock(AsyncHandle):
         """One Redlock round: acquire everywhere, merge and write back the fence, or undo."""
         keys = self._keys
         start = time.monotonic()
+        args = [token, self._ttl_ms, int(join), self._window_ms, WAITERS, ticket, core.MODE]
+        args.append(core.TELL)  # the next waiter hears that we took it from a few servers
         tally = core.tally(
             await self._round(
                 ACQUIRE,
                 [keys.lock, keys.fence, keys.queue, keys.handoff],
-                [token, self._ttl_ms, int(join), self._window_ms, WAITERS, ticket],
+                args,
                 enough=core.acquire_settled,
+                quiet=core.quiet(args),
                 hold=True,  # a late grant may need a release behind it (below)
             )
         )

@@ -19,7 +19,9 @@ A release also returns at a majority released (the rest have been sent; each del
 this token). Only :func:`tellers` of the N servers publish the wake-up of the next waiter:
 a release counts only if a majority released, and the N - tellers quiet servers are fewer
 than a majority, so every release that counts was told by at least one server; the waiter
-wakes on one message and then asks every server.
+wakes on one message and then asks every server. The same for an acquire's word to the
+next waiter that the lock was taken, and for how long (acquire.lua ``tell``): an
+acquisition counts only with a majority of grants, so one of them is a teller's.
 
 Waiters queue on every server with the same ticket as score, so all servers agree on who is
 next and a release reserves the same waiter everywhere: no split votes.
@@ -55,7 +57,8 @@ __all__ = [
 MODE = "R"
 """The lock scripts' hand-off mode for Redlock: reservations (no server grants on its own)."""
 TELL = "1"
-"""ARGV ``tell`` of release.lua / leave.lua: publish the wake-up ("0": quiet)."""
+"""ARGV ``tell`` of release.lua / leave.lua (publish the wake-up) and acquire.lua (tell the
+next waiter the lock was taken); "0": quiet."""
 
 
 def quorum(n: int) -> int:
@@ -70,7 +73,8 @@ def tellers(n: int) -> int:
 
 
 def quiet(args: list[Any]) -> list[Any]:
-    """release.lua / leave.lua ARGV that do not publish (``args`` ends with ``tell``)."""
+    """release.lua / leave.lua / acquire.lua ARGV that do not publish (``args`` ends with
+    ``tell``)."""
     return [*args[:-1], "0"]
 
 

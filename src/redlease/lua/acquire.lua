@@ -14,6 +14,9 @@
 --                  ticket to every server so that all their queues agree. Default: server time
 -- ARGV[7] mode     optional: "G" fair, direct grants (Lock); "B" barging (Lock fair=False);
 --                  "R" (default) reservations (Redlock). See lock_lib.lua.
+-- ARGV[8] tell     optional: "0" takes the lock without telling the next waiter that it did (the
+--                  T message; Redlock tells it from a few of its servers only: one message is
+--                  enough). Reservations (H, N) are told all the same.
 -- Returns {1, fence}       acquired; fence = the new fencing token (strictly increasing per name)
 --                          Mode R: {1, 0} when this server has no counter for the name (never
 --                          used here, or the server lost its data): none is created; the
@@ -26,6 +29,7 @@ local token, lease, window, channels = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV
 local join = ARGV[3] == '1'
 local score = tonumber(ARGV[6] or '')
 local mode = ARGV[7] or 'R'
+local told = ARGV[8] ~= '0' and channels  -- where the T message goes (false: nowhere)
 
 local function refuse(status, ms)
   if join then
@@ -40,8 +44,8 @@ end
 -- Tell the waiter after us that we took it, and for how long (it sleeps until then).
 local function took(dequeue)
   if dequeue and redis.call('ZREM', queue, token) == 1 then
-    local next = redis.call('ZRANGE', queue, 0, 0)[1]
-    if next then tell(channels, next, 'T' .. next .. ' ' .. lease) end
+    local next = told and redis.call('ZRANGE', queue, 0, 0)[1]
+    if next then tell(told, next, 'T' .. next .. ' ' .. lease) end
   end
 end
 
@@ -50,8 +54,8 @@ end
 local function held()
   if redis.call('GET', lock) == token then
     redis.call('PEXPIRE', lock, lease)
-    local next = redis.call('ZRANGE', queue, 0, 0)[1]
-    if next then tell(channels, next, 'T' .. next .. ' ' .. lease) end
+    local next = told and redis.call('ZRANGE', queue, 0, 0)[1]
+    if next then tell(told, next, 'T' .. next .. ' ' .. lease) end
     return {1, tonumber(redis.call('GET', fence))}
   end
   return refuse(0, redis.call('PTTL', lock))
