@@ -22,9 +22,11 @@ granted", or "a majority can no longer grant"). The replies not read by then, or
 deadline, come back as :class:`Late` (a ``TimeoutError``: a vote not cast). Their connections
 stay open: the reply is collected later, off the caller's path (asyncio: by its task, which
 keeps reading; sync: by the next fan-out on that server, which first collects whatever has
-arrived), for at most :data:`LATE` seconds after sending, and a script can still be sent
-behind it with :meth:`AsyncFanOut.follow`: the server runs it right after the late one,
-however late that is (how a late grant is undone: it can never be left held).
+arrived, or by :meth:`FanOut.arrived`), for at most :data:`LATE` seconds after sending
+(asyncio: the connection's read timeout, which ``with_deadline`` sets that much past the
+round's deadline), and a script can still be sent behind it with
+:meth:`AsyncFanOut.follow`: the server runs it right after the late one, however late that
+is (how a late grant is undone: it can never be left held).
 
 Both talk to Redis only through the backends (see ``_async/client.py``). A server that fails
 yields its exception in place of its reply; nothing is raised for it.
@@ -44,7 +46,7 @@ from redis.exceptions import TimeoutError
 
 from ._core.scripts import Script
 
-__all__ = ["LATE", "AsyncFanOut", "Call", "FanOut", "Late"]
+__all__ = ["LATE", "NOT_YET", "AsyncFanOut", "Call", "FanOut", "Late"]
 
 Call = tuple[Any, Script, Sequence[bytes], Sequence[Any]]
 """One server's part: (backend, script, keys, args)."""
@@ -58,6 +60,9 @@ LATE = 2.0
 
 Enough = Callable[[list[Any]], bool]
 """Asked with the results so far (``None``: not read yet): may the fan-out return now?"""
+
+NOT_YET: Any = object()
+"""What :meth:`AsyncFanOut.arrived` returns for a late reply that has not come yet."""
 
 _BACKGROUND: set[Any] = set()  # asyncio: the tasks still reading late replies (kept alive)
 
@@ -150,7 +155,10 @@ class AsyncFanOut:
             slot.pending = await backend.send(script, keys, args, packed)
             while slot.behind:  # followed while it was being sent
                 await backend.follow(slot.pending, *slot.behind.pop(0))
-            return await backend.receive(slot.pending, LATE)
+            # Bounded by the connection's own read timeout (what ``with_deadline`` gave it:
+            # ``SLACK`` more than the round's), not a timer of its own: a timer task per read
+            # cost about as much as the read.
+            return await backend.receive(slot.pending, None)
 
         tasks = {
             asyncio.ensure_future(one(i, call, packed)): i
@@ -206,6 +214,16 @@ class AsyncFanOut:
         for late in results:
             if isinstance(late, Late):
                 late.forget()
+
+    @staticmethod
+    async def arrived(late: Late) -> Any:
+        """The late call's reply (or the exception raised in its place) if it has come
+        meanwhile, else :data:`NOT_YET`. Once it came, :meth:`follow` would send nothing."""
+        task = late.task
+        if task is None or not task.done() or task.cancelled():
+            return NOT_YET
+        failure = task.exception()
+        return task.result() if failure is None else failure
 
     @staticmethod
     async def follow(
@@ -285,8 +303,11 @@ class FanOut:
         results: list[Any] = [None] * len(calls)
         sent: dict[int, tuple[int, Any, Any]] = {}  # socket fd -> (index, backend, pending)
         packs = _packs(calls)
-        # Servers with a connection open first: opening one (its own timeout) delays the rest.
-        order = sorted(range(len(calls)), key=lambda i: not calls[i][0].idle())
+        order: Sequence[int] = range(len(calls))
+        if not all(call[0].idle() for call in calls):
+            # Servers with a connection open first: opening one (its own timeout) delays the
+            # rest.
+            order = sorted(order, key=lambda i: not calls[i][0].idle())
         for i in order:
             (backend, script, keys, args), packed = calls[i], packs[i]
             try:
@@ -299,16 +320,18 @@ class FanOut:
                 results[i] = exc
                 continue
             sent[_fileno(pending)] = (i, backend, pending)
+        # Each reply has ``timeout`` from its own send (a connect may have been slow).
+        until = max((pending.sent_at for _, _, pending in sent.values()), default=0.0) + timeout
+        poller = _Poller(list(sent))
         try:
             while sent and not (enough is not None and enough(results)):
-                # Each reply has ``timeout`` from its own send (a connect may have been slow).
                 # Past the deadline, one more look: replies already in still count.
-                last = max(pending.sent_at for _, _, pending in sent.values())
-                ready = _ready(list(sent), max(last + timeout - time.monotonic(), 0.0))
+                ready = poller.ready(max(until - time.monotonic(), 0.0))
                 if not ready:
                     break
                 for fd in ready:
                     i, backend, pending = sent.pop(fd)
+                    poller.done(fd)
                     try:
                         results[i] = backend.receive(pending, timeout)
                         backend.timely(True)
@@ -333,6 +356,22 @@ class FanOut:
                 if late.pending is not None:
                     late.backend.parked_calls().append(late.pending)
                 late.forget()
+
+    @staticmethod
+    def arrived(late: Late) -> Any:
+        """The late call's reply (or the exception raised in its place) if it has come
+        meanwhile (read now: its connection goes back to use), else :data:`NOT_YET`."""
+        pending = late.pending
+        if pending is None:
+            return NOT_YET
+        fd = _fileno(pending)
+        if fd >= 0 and not _ready([fd], 0):
+            return NOT_YET
+        late.pending = None  # read here, not handed on
+        try:
+            return late.backend.receive(pending, LATE)
+        except Exception as exc:
+            return exc
 
     @staticmethod
     def follow(late: Late, script: Script, keys: Sequence[bytes], args: Sequence[Any]) -> bool:
@@ -379,6 +418,32 @@ def _ready(fds: list[int], timeout: float) -> list[int]:
         return [fd for fd, _ in poller.poll(timeout * 1000)]
     readable, _, _ = select.select(fds, [], [], timeout)  # pragma: no cover - no poll
     return list(readable)
+
+
+class _Poller:
+    """The sockets of one round's calls, polled until each is read (one ``poll`` object for
+    the round, not one per look)."""
+
+    def __init__(self, fds: list[int]) -> None:
+        self._fds = fds
+        self._poll: Any = None
+        if hasattr(select, "poll") and all(fd >= 0 for fd in fds):
+            self._poll = select.poll()
+            for fd in fds:
+                self._poll.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
+
+    def ready(self, timeout: float) -> list[int]:
+        """The sockets with something to read within ``timeout`` seconds."""
+        if self._poll is None:
+            return _ready(self._fds, timeout)
+        return [fd for fd, _ in self._poll.poll(timeout * 1000)]
+
+    def done(self, fd: int) -> None:
+        """``fd`` was read: not polled again."""
+        if self._poll is None:
+            self._fds.remove(fd)
+        else:
+            self._poll.unregister(fd)
 
 
 CHAIN = 4

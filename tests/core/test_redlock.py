@@ -95,3 +95,12 @@ def test_an_acquire_round_waits_for_grants_with_counters() -> None:
     assert not acquire_settled([[1, 0], [1, 5], [1, 5], None, None])
     assert acquire_settled([[1, 0], [1, 5], [1, 5], [1, 5], None])
     assert acquire_settled([[1, 0], [1, 5], [1, 5], [0, 10, 1], [0, 10, 1]])
+
+
+def test_a_late_server_needs_the_fence_only_where_it_granted_with_another_counter() -> None:
+    assert not core.needs_fence([ACQUIRED, 7], 7)  # the counters moved together: nothing
+    assert core.needs_fence([ACQUIRED, 0], 7)  # restarted empty: the write-back creates it
+    assert core.needs_fence([ACQUIRED, 5], 7)  # lagging
+    assert not core.needs_fence([HELD, 900, 1], 7)  # not ours there: fence.lua does nothing
+    assert not core.needs_fence([RESERVED, 50, 1], 7)
+    assert not core.needs_fence(TimeoutError("late"), 7)

@@ -26,8 +26,8 @@ from .._core.lock import (
 )
 from .._core.scripts import Script
 from .._core.waiters import WAITERS, Outcome
-from .._fanout import AsyncFanOut, Late
-from .._synchronization import AsyncShield
+from .._fanout import NOT_YET, AsyncFanOut, Late
+from .._synchronization import AsyncBackground, AsyncShield
 from ..errors import QuorumUnavailable
 from .client import AsyncBackend, check_client
 from .handle import AsyncHandle
@@ -119,6 +119,7 @@ class AsyncRedlock(AsyncHandle):
         self.server_timeout = self._server_ms / 1000
         self.quorum = core.quorum(len(self._clients))
         self._identified: dict[int, tuple[str, int]] = {}  # server -> (run_id, db)
+        self._servers: _Servers | None = None  # the runtimes of the clients, while current
 
     # -- state ------------------------------------------------------------------------------
     @property
@@ -164,18 +165,33 @@ class AsyncRedlock(AsyncHandle):
         return max(0.0, (majority_ms - core.drift_ms(holding.ttl_ms, self._drift_factor)) / 1000)
 
     # -- the conversation with Redis --------------------------------------------------------
-    def _runtimes(self) -> list[AsyncRuntime]:
-        return [runtime_for(c) for c in self._clients]
+    def _current(self) -> _Servers:
+        """The clients' runtimes and what rounds use of them, kept while they are current
+        (none closed, same process or event loop): looked up once, not on every round."""
+        servers = self._servers
+        if servers is not None:
+            scope = AsyncBackground.scope()
+            if all(rt.scope == scope and not rt.closed for rt in servers.runtimes):
+                return servers
+        runtimes = tuple(runtime_for(c) for c in self._clients)
+        # Each round is bounded by ``server_timeout`` by the fan-out, while a connection's own
+        # reads may take ``SLACK`` more (asyncio), so that a late reply is collected (and
+        # whatever was sent behind it read), not its connection closed.
+        timeout = self.server_timeout + AsyncFanOut.SLACK
+        backends = tuple(rt.backend.with_deadline(timeout) for rt in runtimes)
+        renewal = AsyncQuorumRenewal(backends, self.quorum, self._drift_factor, self.server_timeout)
+        self._servers = _Servers(runtimes, backends, renewal)
+        return self._servers
+
+    def _runtimes(self) -> tuple[AsyncRuntime, ...]:
+        return self._current().runtimes
 
     def _runtime(self) -> AsyncRuntime:
-        return runtime_for(self._clients[0])
+        return self._current().runtimes[0]
 
     def _backends(self) -> tuple[AsyncBackend, ...]:
-        """The servers for rounds: each round is bounded by ``server_timeout`` by the fan-out,
-        while a connection's own reads may take ``SLACK`` more (asyncio), so that a late reply
-        is collected (and whatever was sent behind it read), not its connection closed."""
-        timeout = self.server_timeout + AsyncFanOut.SLACK
-        return tuple(rt.backend.with_deadline(timeout) for rt in self._runtimes())
+        """The servers for rounds (see :meth:`_current`)."""
+        return self._current().backends
 
     async def _round(
         self,
@@ -332,17 +348,24 @@ class AsyncRedlock(AsyncHandle):
         return None, tally
 
     async def _catch_up(self, token: bytes, fence: int, errors: dict[int, Any]) -> None:
-        """Write the fence back to the servers whose acquire reply is late too (behind the
-        acquire, on its connection; fence.lua does nothing where the lock is not ours): a
-        server without a counter (restarted empty) gets one, so that it counts again."""
+        """Write the fence back to the servers whose acquire reply is late too, where it may
+        be needed: a server without a counter (restarted empty) gets one, so that it counts
+        again. A reply that has come meanwhile says whether it is (it rarely is: the counters
+        move together); one still on its way gets the write-back behind it, on its connection
+        (fence.lua does nothing where the lock is not ours)."""
         keys = self._keys
-        rest = [
-            i
-            for i, error in errors.items()
-            if isinstance(error, Late)
-            and not await AsyncFanOut.follow(error, FENCE, [keys.lock, keys.fence], [token, fence])
-        ]
-        if rest:  # their replies came meanwhile: an ordinary round (rare)
+        rest = []
+        for i, error in errors.items():
+            if not isinstance(error, Late):
+                continue
+            reply = await AsyncFanOut.arrived(error)
+            if reply is NOT_YET:
+                if await AsyncFanOut.follow(error, FENCE, [keys.lock, keys.fence], [token, fence]):
+                    continue
+                reply = await AsyncFanOut.arrived(error)  # it came between the two looks
+            if reply is NOT_YET or core.needs_fence(reply, fence):
+                rest.append(i)
+        if rest:  # an ordinary round (rare: a server restarted empty, or lagging)
             await self._round(FENCE, [keys.lock, keys.fence], [token, fence], servers=rest)
 
     async def _undo(self, token: bytes, servers: list[int], errors: dict[int, Any]) -> None:
@@ -400,9 +423,7 @@ class AsyncRedlock(AsyncHandle):
             )
 
     def _renewal(self) -> AsyncQuorumRenewal:
-        return AsyncQuorumRenewal(
-            self._backends(), self.quorum, self._drift_factor, self.server_timeout
-        )
+        return self._current().renewal
 
     async def _inspect(self, token: bytes) -> list[LockInfo]:
         """The lock as each answering server sees it (``mine``: held with ``token``)."""
@@ -459,6 +480,15 @@ class AsyncQuorumRenewal:
             and core.validity(h.ttl_ms, elapsed, self.drift_factor) > 0
             for j, h in enumerate(due)
         ]
+
+
+@dataclass(frozen=True)
+class _Servers:
+    """What a Redlock's rounds use of its clients' runtimes (see ``AsyncRedlock._current``)."""
+
+    runtimes: tuple[AsyncRuntime, ...]
+    backends: tuple[AsyncBackend, ...]
+    renewal: AsyncQuorumRenewal
 
 
 def _one_voice_fewer(server: int, exc: Exception) -> None:

@@ -47,6 +47,7 @@ __all__ = [
     "drift_ms",
     "failures",
     "majority_done",
+    "needs_fence",
     "quiet",
     "quorum",
     "tally",
@@ -103,6 +104,13 @@ def acquire_settled(replies: list[Any]) -> bool:
         or _answers(replies) - granted > n - quorum(n)
         or all(r is not None for r in replies)
     )
+
+
+def needs_fence(reply: Any, fence: int) -> bool:
+    """Whether a server whose acquire reply came late needs the merged ``fence`` written back:
+    it granted, and its counter is not the fence (none: restarted empty; or lagging). Where it
+    refused (or failed), the lock is not ours there, and fence.lua would do nothing."""
+    return _granted(reply) and len(reply) > 1 and int(reply[1]) != fence
 
 
 def majority_done(replies: list[Any]) -> bool:

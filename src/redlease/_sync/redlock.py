@@ -27,8 +27,8 @@ from .._core.lock import (
 )
 from .._core.scripts import Script
 from .._core.waiters import WAITERS, Outcome
-from .._fanout import FanOut, Late
-from .._synchronization import Shield
+from .._fanout import NOT_YET, FanOut, Late
+from .._synchronization import Background, Shield
 from ..errors import QuorumUnavailable
 from .client import Backend, check_client
 from .handle import Handle
@@ -120,6 +120,7 @@ class Redlock(Handle):
         self.server_timeout = self._server_ms / 1000
         self.quorum = core.quorum(len(self._clients))
         self._identified: dict[int, tuple[str, int]] = {}  # server -> (run_id, db)
+        self._servers: _Servers | None = None  # the runtimes of the clients, while current
 
     # -- state ------------------------------------------------------------------------------
     @property
@@ -165,18 +166,33 @@ class Redlock(Handle):
         return max(0.0, (majority_ms - core.drift_ms(holding.ttl_ms, self._drift_factor)) / 1000)
 
     # -- the conversation with Redis --------------------------------------------------------
-    def _runtimes(self) -> list[Runtime]:
-        return [runtime_for(c) for c in self._clients]
+    def _current(self) -> _Servers:
+        """The clients' runtimes and what rounds use of them, kept while they are current
+        (none closed, same process or event loop): looked up once, not on every round."""
+        servers = self._servers
+        if servers is not None:
+            scope = Background.scope()
+            if all(rt.scope == scope and not rt.closed for rt in servers.runtimes):
+                return servers
+        runtimes = tuple(runtime_for(c) for c in self._clients)
+        # Each round is bounded by ``server_timeout`` by the fan-out, while a connection's own
+        # reads may take ``SLACK`` more (asyncio), so that a late reply is collected (and
+        # whatever was sent behind it read), not its connection closed.
+        timeout = self.server_timeout + FanOut.SLACK
+        backends = tuple(rt.backend.with_deadline(timeout) for rt in runtimes)
+        renewal = QuorumRenewal(backends, self.quorum, self._drift_factor, self.server_timeout)
+        self._servers = _Servers(runtimes, backends, renewal)
+        return self._servers
+
+    def _runtimes(self) -> tuple[Runtime, ...]:
+        return self._current().runtimes
 
     def _runtime(self) -> Runtime:
-        return runtime_for(self._clients[0])
+        return self._current().runtimes[0]
 
     def _backends(self) -> tuple[Backend, ...]:
-        """The servers for rounds: each round is bounded by ``server_timeout`` by the fan-out,
-        while a connection's own reads may take ``SLACK`` more (asyncio), so that a late reply
-        is collected (and whatever was sent behind it read), not its connection closed."""
-        timeout = self.server_timeout + FanOut.SLACK
-        return tuple(rt.backend.with_deadline(timeout) for rt in self._runtimes())
+        """The servers for rounds (see :meth:`_current`)."""
+        return self._current().backends
 
     def _round(
         self,
@@ -333,17 +349,24 @@ class Redlock(Handle):
         return None, tally
 
     def _catch_up(self, token: bytes, fence: int, errors: dict[int, Any]) -> None:
-        """Write the fence back to the servers whose acquire reply is late too (behind the
-        acquire, on its connection; fence.lua does nothing where the lock is not ours): a
-        server without a counter (restarted empty) gets one, so that it counts again."""
+        """Write the fence back to the servers whose acquire reply is late too, where it may
+        be needed: a server without a counter (restarted empty) gets one, so that it counts
+        again. A reply that has come meanwhile says whether it is (it rarely is: the counters
+        move together); one still on its way gets the write-back behind it, on its connection
+        (fence.lua does nothing where the lock is not ours)."""
         keys = self._keys
-        rest = [
-            i
-            for i, error in errors.items()
-            if isinstance(error, Late)
-            and not FanOut.follow(error, FENCE, [keys.lock, keys.fence], [token, fence])
-        ]
-        if rest:  # their replies came meanwhile: an ordinary round (rare)
+        rest = []
+        for i, error in errors.items():
+            if not isinstance(error, Late):
+                continue
+            reply = FanOut.arrived(error)
+            if reply is NOT_YET:
+                if FanOut.follow(error, FENCE, [keys.lock, keys.fence], [token, fence]):
+                    continue
+                reply = FanOut.arrived(error)  # it came between the two looks
+            if reply is NOT_YET or core.needs_fence(reply, fence):
+                rest.append(i)
+        if rest:  # an ordinary round (rare: a server restarted empty, or lagging)
             self._round(FENCE, [keys.lock, keys.fence], [token, fence], servers=rest)
 
     def _undo(self, token: bytes, servers: list[int], errors: dict[int, Any]) -> None:
@@ -401,9 +424,7 @@ class Redlock(Handle):
             )
 
     def _renewal(self) -> QuorumRenewal:
-        return QuorumRenewal(
-            self._backends(), self.quorum, self._drift_factor, self.server_timeout
-        )
+        return self._current().renewal
 
     def _inspect(self, token: bytes) -> list[LockInfo]:
         """The lock as each answering server sees it (``mine``: held with ``token``)."""
@@ -460,6 +481,15 @@ class QuorumRenewal:
             and core.validity(h.ttl_ms, elapsed, self.drift_factor) > 0
             for j, h in enumerate(due)
         ]
+
+
+@dataclass(frozen=True)
+class _Servers:
+    """What a Redlock's rounds use of its clients' runtimes (see ``Redlock._current``)."""
+
+    runtimes: tuple[Runtime, ...]
+    backends: tuple[Backend, ...]
+    renewal: QuorumRenewal
 
 
 def _one_voice_fewer(server: int, exc: Exception) -> None:
