@@ -594,12 +594,13 @@ async def _contend_async(lock: Any, end: int) -> tuple[array, int, int, str]:
     return rec, failed, errors, first
 
 
-def _server_counters(probes: list[Any]) -> tuple[float, int, int]:
-    """Summed over the servers: CPU seconds, script calls (EVALSHA + EVAL), all commands.
+def _server_counters(probes: list[Any]) -> tuple[float, int, int, int]:
+    """Summed over the servers: CPU seconds, script calls (EVALSHA + EVAL), all commands, and
+    wake-up messages (PUBLISH, also from scripts: redlease's H, N and T).
 
     Redis 7 counts the commands a script runs in both commandstats and the total.
     """
-    cpu, scripts, commands = 0.0, 0, 0
+    cpu, scripts, commands, messages = 0.0, 0, 0, 0
     for probe in probes:
         info = probe.info("cpu")
         cpu += float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
@@ -607,8 +608,9 @@ def _server_counters(probes: list[Any]) -> tuple[float, int, int]:
         scripts += sum(
             int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("evalsha", "eval")
         )
+        messages += int(stats.get("cmdstat_publish", {}).get("calls", 0))
         commands += int(probe.info("stats")["total_commands_processed"])
-    return cpu, scripts, commands
+    return cpu, scripts, commands, messages
 
 
 def _failure_figures(reports: list[Any], seconds: float) -> dict[str, Any]:
@@ -656,7 +658,7 @@ def bench_contended(cfg: Config, ctx: Any, lib: str, nserv: int, run_id: str) ->
         for probe in probes:
             probe.close()
     seconds = cfg.contend_seconds
-    server_cpu, scripts, commands = (
+    server_cpu, scripts, commands, messages = (
         b - a for a, b in zip(window.before, window.after, strict=True)
     )
     holds = decode_holds(window.reports)
@@ -680,6 +682,7 @@ def bench_contended(cfg: Config, ctx: Any, lib: str, nserv: int, run_id: str) ->
         "cpu_s_per_s": (client_cpu + server_cpu) / seconds,
         "scripts_per_acq": scripts / max(1, in_window) if scripts >= 0 else None,
         "commands_per_acq": commands / max(1, in_window) if commands >= 0 else None,
+        "messages_per_acq": messages / max(1, in_window) if messages >= 0 else None,
         **exclusion_figures(holds),
     }
     return add_errors(row, worker_errors(window.reports, nproc))
@@ -958,6 +961,7 @@ def _report_contended(cfg: Config, c: dict[str, Any], failed: list[str]) -> None
                     fmt(row["cpu_s_per_s"], ".2f"),
                     fmt(row.get("scripts_per_acq"), ".1f"),
                     fmt(row.get("commands_per_acq"), ".0f"),
+                    fmt(row.get("messages_per_acq"), ".1f"),
                     excl,
                 ]
             )
@@ -976,10 +980,11 @@ def _report_contended(cfg: Config, c: dict[str, Any], failed: list[str]) -> None
             "CPU s/s",
             "scripts/acq",
             "cmds/acq",
+            "msgs/acq",
             "exclusion",
         ],
         rows,
-        "lrrrrrrrrrrrrl",
+        "lrrrrrrrrrrrrrl",
     )
     for nserv in cfg.contend_servers:
         for lib in cfg.libs:
