@@ -25,8 +25,6 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 
-import redlease.asyncio
-from redlease._core.lock import LockKeys
 from redlease.server import RedisServer, ServerNotFound, TLSFiles, find_server_binary
 from redlease.topology import (
     ACLUser,
@@ -134,19 +132,9 @@ def redlock_clients(redlock_servers: list[RedisServer]) -> Iterator[list[redis.R
 async def async_redlock_clients(
     redlock_servers: list[RedisServer],
 ) -> AsyncIterator[list[redis.asyncio.Redis]]:
-    """One asyncio client per Redlock server, closed after the test.
-
-    Warmed: one Redlock round with a generous ``server_timeout`` opens redlease's connections
-    first, so that a test's first round (default ``server_timeout`` 0.1 s) is not spent on
-    connecting when the machine is loaded (two test workers on two cores). Its keys are removed.
-    """
+    """One asyncio client per Redlock server, closed after the test (cold: a test's first
+    Redlock round opens redlease's connections, which its ``server_timeout`` does not count)."""
     clients = [redis.asyncio.Redis(host=srv.host, port=srv.port) for srv in redlock_servers]
-    warm = redlease.asyncio.Redlock(clients, "conftest:warm", ttl=10.0, server_timeout=2.0)
-    if await warm.acquire(blocking=False):
-        await warm.release()
-    for srv in redlock_servers:  # (not through the test's clients: no connection of theirs)
-        with srv.client() as conn:
-            conn.delete(*LockKeys.build("redlease", b"conftest:warm").in_order())
     yield clients
     for conn in clients:
         await conn.aclose()

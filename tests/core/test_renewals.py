@@ -29,7 +29,6 @@ def test_renewals_come_every_third_of_the_lease_and_batch() -> None:
     assert schedule.next_due() == 10.0
 
 
-
 def test_a_retry_waits_its_delay_coalescing_does_not_pull_it_forward() -> None:
     """Issue 9: a failed renewal retried after 0.5 s was taken again at once (0.5 s is within
     the coalescing horizon of a 10 s lease), so a dead server was retried in a busy loop."""
@@ -46,6 +45,7 @@ def test_a_retry_waits_its_delay_coalescing_does_not_pull_it_forward() -> None:
     schedule.add(regular, now=2.0)  # renewed: next due at 5.33
     assert schedule.take_due(2.49) == []
     assert schedule.take_due(2.5) == [retried]
+
 
 def test_renewals_forget_released_lost_and_dropped_holdings() -> None:
     schedule = RenewSchedule()
