@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import inspect
 import re
 import select
@@ -41,11 +42,19 @@ import redis.retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError, TimeoutError
 
-_hiredis_pack: Callable[[tuple[Any, ...]], Any] | None
-try:  # redis-py's optional C parser; its packer writes a command in one call
-    from hiredis import pack_command as _hiredis_pack
-except ImportError:  # pragma: no cover - depends on what is installed
-    _hiredis_pack = None
+
+def _hiredis_packer() -> Callable[[tuple[Any, ...]], Any] | None:
+    """hiredis' ``pack_command``, if hiredis (redis-py's optional C parser) is installed: it
+    writes a command in one call."""
+    try:
+        module = importlib.import_module("hiredis")
+    except ImportError:  # pragma: no cover - depends on what is installed
+        return None
+    packer: Callable[[tuple[Any, ...]], Any] | None = getattr(module, "pack_command", None)
+    return packer
+
+
+_hiredis_pack = _hiredis_packer()
 
 __all__ = [
     "REDIS_FLOOR",
