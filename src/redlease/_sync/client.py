@@ -350,13 +350,8 @@ class Backend:
         ``packed``: the same command already packed by :meth:`pack` (a fan-out packs it once
         for all its servers).
         """
-        try:
+        with self._translated():
             conn = self._checkout()
-        except self._foreign as exc:
-            raise self._failed(translate(exc)) from exc
-        except (ConnectionError, TimeoutError) as exc:
-            self._failed(exc)
-            raise
         self._send_on(conn, script, keys, args, packed, check_health=True)
         return Pending(conn, script, keys, args, time.monotonic())
 
@@ -553,13 +548,8 @@ class Backend:
         """Open a connection and keep it for the next call, within the connect timeout
         (handshake included), so that a caller that bounds its call by a deadline starts the
         clock after connecting. Raises as :meth:`send` would."""
-        try:
+        with self._translated():
             conn = self._checkout()
-        except self._foreign as exc:
-            raise self._failed(translate(exc)) from exc
-        except (ConnectionError, TimeoutError) as exc:
-            self._failed(exc)
-            raise
         self._checkin(conn)
 
     def parked_calls(self) -> list[Any]:
