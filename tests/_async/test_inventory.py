@@ -502,6 +502,50 @@ async def test_reserve_encoding_twin_is_caught(server: Any) -> None:
     await client.aclose()
 
 
+async def user_round_trip(client: redis.asyncio.Redis, inv: Any) -> list[str]:
+    """A non-ASCII user, on a client that encodes str as latin-1: what reads it back wrong."""
+    await inv.restock(2)
+    seen = []
+    for read in (
+        lambda: inv.reserve(user="rené", order_id="o-1"),
+        lambda: inv.reserve(user="rené", order_id="o-1"),  # the retry, answered with the order
+        lambda: inv.order("o-1"),
+        lambda: inv.confirm("o-1"),
+    ):
+        try:
+            seen.append((await read()).user)
+        except ValueError as exc:
+            seen.append(f"ValueError: {exc}")
+    return seen
+
+
+async def test_a_user_id_reads_back_in_the_clients_encoding(server: Any) -> None:
+    client = redis.asyncio.Redis(host=server.host, port=server.port, encoding="latin-1")
+    await client.flushall()
+    assert await user_round_trip(client, redlease.Inventory(client, "sku:1")) == ["rené"] * 4
+    await client.aclose()
+
+
+async def test_twin_a_user_id_decoded_as_utf8_is_not_read_back(server: Any) -> None:
+    """The twin: decoded as UTF-8 whatever the client's encoding (as before), the stored
+    latin-1 user id cannot be read back."""
+    client = redis.asyncio.Redis(host=server.host, port=server.port, encoding="latin-1")
+    await client.flushall()
+    inv = redlease.Inventory(client, "sku:1")
+    seen = await user_round_trip(client, inv)
+    assert seen[0] == "rené"  # a new reservation's user is the caller's own str
+    inv._encoding = ("utf-8", "strict")
+    assert "unexpected order reply" in (await user_round_trip_read(inv))
+    await client.aclose()
+
+
+async def user_round_trip_read(inv: Any) -> str:
+    try:
+        return (await inv.order("o-1")).user  # type: ignore[no-any-return]
+    except ValueError as exc:
+        return str(exc)
+
+
 async def test_reserve_survives_a_flushed_script_cache(make_server: Any) -> None:
     """The packed EVALSHA meets NOSCRIPT after SCRIPT FLUSH: the script is sent again."""
     srv = make_server()

@@ -132,7 +132,7 @@ class AsyncInventory:
             head = core.pack_head(script, self._keys.all, len(args))
             self._reserve_head = (script.sha, head)
         reply = await self._run(script, args, "reserve", core.pack(head, args))
-        return core.decode_reserve(reply, self.name, order_id, user, units, hold_ms)
+        return core.decode_reserve(reply, self.name, order_id, user, units, hold_ms, self._encoding)
 
     async def confirm(self, order_id: str) -> Reservation:
         """Sell a reserved order (after payment); returns it, now ``sold``.
@@ -177,7 +177,9 @@ class AsyncInventory:
     async def _order(
         self, script: Script, args: list[Any], action: str, order_id: str
     ) -> Reservation | None:
-        return core.decode_reply(await self._run(script, args, action), self.name, order_id)
+        return core.decode_reply(
+            await self._run(script, args, action), self.name, order_id, self._encoding
+        )
 
     async def _run(self, script: Script, args: list[Any], action: str, packed: Any = None) -> Any:
         """Run ``script`` (sent as ``packed``, the same command packed, if given)."""

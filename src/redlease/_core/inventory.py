@@ -208,16 +208,21 @@ def ident(value: Any, arg: str) -> str:
 
 
 # -- replies --------------------------------------------------------------------------------
+UTF8 = ("utf-8", "strict")
+"""How ids are encoded unless the client says otherwise (redis-py's default)."""
+
+
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def decode_order(raw: Any, order_id: str) -> Reservation:
-    """``{status, state, qty, deadline ms, now ms, user, changed}`` -> :class:`Reservation`."""
+def decode_order(raw: Any, order_id: str, encoding: tuple[str, str] = UTF8) -> Reservation:
+    """``{status, state, qty, deadline ms, now ms, user, changed}`` -> :class:`Reservation`;
+    the user id as ``encoding`` (the client's: encoding, errors) wrote it."""
     try:
         state = _text(raw[1])
         qty, deadline, now, changed = int(raw[2]), int(raw[3]), int(raw[4]), int(raw[6])
-        user = _text(raw[5])
+        user = raw[5].decode(*encoding) if isinstance(raw[5], bytes) else str(raw[5])
     except (TypeError, ValueError, IndexError, UnicodeDecodeError) as exc:
         raise ValueError(f"unexpected order reply from an inventory script: {raw!r}") from exc
     if state not in STATES:
@@ -269,7 +274,9 @@ def decode_withdraw(raw: Any, name: str | bytes) -> Stock:
     )
 
 
-def decode_reply(raw: Any, name: str | bytes, order_id: str) -> Reservation | None:
+def decode_reply(
+    raw: Any, name: str | bytes, order_id: str, encoding: tuple[str, str] = UTF8
+) -> Reservation | None:
     """Decode the reply of reserve, confirm, cancel or order: the order, or the refusal raised.
 
     ``None`` is the order lookup's "no such order"; confirm and cancel raise
@@ -281,11 +288,11 @@ def decode_reply(raw: Any, name: str | bytes, order_id: str) -> Reservation | No
         raise ValueError(f"unexpected reply from an inventory script: {raw!r}") from exc
     where = f"inventory {name!r}"
     if status == "order":
-        return decode_order(raw, order_id)
+        return decode_order(raw, order_id, encoding)
     if status == "missing":
         return None
     if status == "closed":
-        order = decode_order(raw, order_id)
+        order = decode_order(raw, order_id, encoding)
         raise OrderClosed(
             f"order {order_id!r} of {where} is {order.state}: it cannot be "
             f"{'confirmed' if order.state in ('cancelled', 'expired') else 'cancelled'}",
@@ -293,7 +300,7 @@ def decode_reply(raw: Any, name: str | bytes, order_id: str) -> Reservation | No
             reservation=order,
         )
     if status == "conflict":
-        order = decode_order(raw, order_id)
+        order = decode_order(raw, order_id, encoding)
         raise OrderConflict(
             f"order id {order_id!r} of {where} is taken by another purchase "
             f"(user {order.user!r}, qty {order.qty}, {order.state}): "
@@ -327,7 +334,13 @@ def decode_reply(raw: Any, name: str | bytes, order_id: str) -> Reservation | No
 
 
 def decode_reserve(
-    raw: Any, name: str | bytes, order_id: str, user: str, qty: int, hold_ms: int
+    raw: Any,
+    name: str | bytes,
+    order_id: str,
+    user: str,
+    qty: int,
+    hold_ms: int,
+    encoding: tuple[str, str] = UTF8,
 ) -> Reservation:
     """Decode the reply of reserve: the order, or the refusal raised.
 
@@ -345,7 +358,7 @@ def decode_reserve(
             expires_in=hold_ms / 1000,
             changed=True,
         )
-    reservation = decode_reply(raw, name, order_id)
+    reservation = decode_reply(raw, name, order_id, encoding)
     if reservation is None:  # the reserve script never answers "missing"
         raise ValueError(f"unexpected reply from inventory_reserve.lua: {raw!r}")
     return reservation

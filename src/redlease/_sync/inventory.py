@@ -133,7 +133,7 @@ class Inventory:
             head = core.pack_head(script, self._keys.all, len(args))
             self._reserve_head = (script.sha, head)
         reply = self._run(script, args, "reserve", core.pack(head, args))
-        return core.decode_reserve(reply, self.name, order_id, user, units, hold_ms)
+        return core.decode_reserve(reply, self.name, order_id, user, units, hold_ms, self._encoding)
 
     def confirm(self, order_id: str) -> Reservation:
         """Sell a reserved order (after payment); returns it, now ``sold``.
@@ -178,7 +178,9 @@ class Inventory:
     def _order(
         self, script: Script, args: list[Any], action: str, order_id: str
     ) -> Reservation | None:
-        return core.decode_reply(self._run(script, args, action), self.name, order_id)
+        return core.decode_reply(
+            self._run(script, args, action), self.name, order_id, self._encoding
+        )
 
     def _run(self, script: Script, args: list[Any], action: str, packed: Any = None) -> Any:
         """Run ``script`` (sent as ``packed``, the same command packed, if given)."""
