@@ -17,6 +17,11 @@ is known to be down or its last reply was late (then as before: a hung server co
 its deadline once, not a connect timeout). Without this, a fresh Redlock's first round on a
 loaded machine spent its 0.1 s connecting.
 
+A process that was itself paused past the deadline (asyncio: its timer fired more than half
+a deadline late) does not blame the servers for it: their replies get one more deadline, once
+per round (sync: ``poll`` looks at the sockets once more when it wakes up, so what arrived
+during the pause is read anyway).
+
 A caller may stop early: ``enough(results)`` is asked after each reply (e.g. "a majority
 granted", or "a majority can no longer grant"). The replies not read by then, or not by the
 deadline, come back as :class:`Late` (a ``TimeoutError``: a vote not cast). Their connections
@@ -57,6 +62,10 @@ R = TypeVar("R")
 LATE = 2.0
 """Seconds after sending that a late reply is still collected; then its connection is closed
 (whatever was sent behind it still runs: the server has it)."""
+
+OVERSLEPT = 0.5
+"""asyncio: a round's timer that fires this many deadlines late means the process was paused;
+its servers then get one more deadline (once per round)."""
 
 Enough = Callable[[list[Any]], bool]
 """Asked with the results so far (``None``: not read yet): may the fan-out return now?"""
@@ -165,10 +174,13 @@ class AsyncFanOut:
             for i, (call, packed) in enumerate(zip(calls, _packs(calls), strict=True))
         }
         waiting = set(tasks)
+        grace: float | None = None  # the deadline after the process itself overslept
         try:
             while waiting and not (enough is not None and enough(results)):
                 # Past the deadline, one more look: replies already in still count.
                 until = _until(started, timeout, [slots[tasks[task]] for task in waiting])
+                if until is not None and grace is not None:
+                    until = max(until, grace)
                 if until is None:  # a connection being opened: woken when it is (or fails)
                     connected[:] = [asyncio.get_running_loop().create_future()]
                     await asyncio.wait(
@@ -183,6 +195,14 @@ class AsyncFanOut:
                 if not done:
                     if any(slots[tasks[task]].connecting for task in waiting):
                         continue  # (it started connecting meanwhile)
+                    now = time.monotonic()
+                    if grace is None and now - until > timeout * OVERSLEPT:
+                        # The loop woke far past the deadline: this process was paused (a
+                        # stall, a long callback), perhaps before its commands were even
+                        # sent, and asyncio runs a due timer before the reads it made
+                        # possible. The servers get one more deadline, once per round.
+                        grace = now + timeout
+                        continue
                     break
                 for task in done:
                     failure = task.exception()
