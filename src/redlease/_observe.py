@@ -127,7 +127,7 @@ def renewal_failed(holdings: Sequence[Holding], exc: BaseException, retry: float
         len(holdings),
         retry,
         type(exc).__name__,
-        exc,
+        str(exc),  # (not the error: a kept record would keep its frames, and the holdings)
         leases=len(holdings),
         names=names,
         primitive=holdings[0].primitive if holdings else "",

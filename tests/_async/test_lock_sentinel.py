@@ -157,3 +157,16 @@ async def test_a_waiter_blocked_through_a_failover_is_told_not_left_hanging(
     await fresh.release()
     await redlease.close(client)  # the holder (or the waiter) still holds "through"
     await client.aclose()
+
+
+async def test_the_logs_name_a_sentinel_master_by_its_service(
+    sentinel_group: SentinelGroup,
+) -> None:
+    """A Sentinel client's pool has no host or port of its own (it was 'localhost:None/0')."""
+    from redlease._async.runtime import runtime_for
+
+    client = sentinel_group.async_master_for()
+    assert not await redlease.Lock(client, "named").locked()
+    address = runtime_for(client).backend.address
+    assert sentinel_group.service in address and "None" not in address, address
+    await client.aclose()

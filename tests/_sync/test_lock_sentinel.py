@@ -158,3 +158,16 @@ def test_a_waiter_blocked_through_a_failover_is_told_not_left_hanging(
     fresh.release()
     redlease.close(client)  # the holder (or the waiter) still holds "through"
     client.close()
+
+
+def test_the_logs_name_a_sentinel_master_by_its_service(
+    sentinel_group: SentinelGroup,
+) -> None:
+    """A Sentinel client's pool has no host or port of its own (it was 'localhost:None/0')."""
+    from redlease._sync.runtime import runtime_for
+
+    client = sentinel_group.master_for()
+    assert not redlease.Lock(client, "named").locked()
+    address = runtime_for(client).backend.address
+    assert sentinel_group.service in address and "None" not in address, address
+    client.close()

@@ -628,7 +628,7 @@ class Backend:
                 "Redis server %s is unavailable: %s: %s",
                 root.address,
                 type(exc).__name__,
-                exc,
+                str(exc),  # (not the error: a kept record would keep its frames alive)
                 server=root.address,
                 error=f"{type(exc).__name__}: {exc}",
             )
@@ -661,8 +661,13 @@ class Backend:
     @property
     def address(self) -> str:
         """Where the server is, for logs: ``host:port`` (or the socket path) and the database."""
-        kwargs = self.client.connection_pool.connection_kwargs
-        where = kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port')}"
+        pool = self.client.connection_pool
+        kwargs = pool.connection_kwargs
+        service = getattr(pool, "service_name", None)  # a Sentinel pool: no host of its own
+        if service:
+            where = f"sentinel service {service!r}"
+        else:
+            where = kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port')}"
         return f"{where}/{kwargs.get('db', 0) or 0}"
 
 

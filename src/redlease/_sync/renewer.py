@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -149,6 +150,7 @@ class Renewer:
                 for h, delay in zip(due, delays, strict=True):  # until surely over: expired()
                     self._schedule.add(h, sent, delay=delay)
             _observe.renewal_failed(due, exc, min(delays))
+            forget_frames(exc)
             return
         callbacks: list[Callable[[], object] | None] = []
         done: list[Holding] = []
@@ -170,6 +172,29 @@ class Renewer:
         for h in gone:
             _observe.lost(h, "gone")
         _run_lost(callbacks)
+
+
+def forget_frames(exc: BaseException) -> None:
+    """Clear the local variables of the finished frames in ``exc``'s tracebacks (its causes'
+    and the per-server errors it carries included), once it has been reported.
+
+    A failed renewal's traceback reaches the watchdog's own frames, which hold the holdings
+    it was renewing; and redis-py keeps some errors in a reference cycle (its ``_connect``
+    keeps the error it raises in a local variable). Until the cycle collector ran, a lock
+    whose handle was dropped stayed alive, and was renewed, held by nobody.
+    """
+    seen: set[int] = set()
+    todo: list[Any] = [exc]
+    while todo and len(seen) < 64:
+        error = todo.pop()
+        if not isinstance(error, BaseException) or id(error) in seen:
+            continue
+        seen.add(id(error))
+        traceback.clear_frames(error.__traceback__)  # (a running frame is left alone)
+        todo += [error.__cause__, error.__context__]
+        errors = getattr(error, "errors", None)
+        if isinstance(errors, dict):
+            todo += list(errors.values())
 
 
 def _run_lost(callbacks: list[Callable[[], object] | None]) -> None:
