@@ -46,7 +46,8 @@ async def assert_no_connections(admin: redis.Redis) -> None:
 async def hold_and_wait(client: redis.asyncio.Redis, admin: redis.Redis, name: str) -> None:
     """Everything redlease makes for a client: a lease renewed by the watchdog, and a waiter
     woken through the waiter hub's subscription."""
-    holder = redlease.Lock(client, name, ttl=0.3)  # renewed every 0.1 s
+    # Renewed every 0.5 s: a lease of 0.3 s ran out on a loaded CI machine (LockLost).
+    holder = redlease.Lock(client, name, ttl=1.5)
     waiter = redlease.Lock(client, name)
 
     async def queued() -> bool:
@@ -55,7 +56,7 @@ async def hold_and_wait(client: redis.asyncio.Redis, admin: redis.Redis, name: s
     async def hold() -> None:
         assert await holder.acquire()
         assert await wait_until(queued)
-        await AsyncTasks.sleep(0.25)  # renewed at least once meanwhile
+        await AsyncTasks.sleep(0.6)  # renewed at least once meanwhile
         await holder.release()
 
     async def wait() -> None:

@@ -47,7 +47,8 @@ def assert_no_connections(admin: redis.Redis) -> None:
 def hold_and_wait(client: redis.Redis, admin: redis.Redis, name: str) -> None:
     """Everything redlease makes for a client: a lease renewed by the watchdog, and a waiter
     woken through the waiter hub's subscription."""
-    holder = redlease.Lock(client, name, ttl=0.3)  # renewed every 0.1 s
+    # Renewed every 0.5 s: a lease of 0.3 s ran out on a loaded CI machine (LockLost).
+    holder = redlease.Lock(client, name, ttl=1.5)
     waiter = redlease.Lock(client, name)
 
     def queued() -> bool:
@@ -56,7 +57,7 @@ def hold_and_wait(client: redis.Redis, admin: redis.Redis, name: str) -> None:
     def hold() -> None:
         assert holder.acquire()
         assert wait_until(queued)
-        Tasks.sleep(0.25)  # renewed at least once meanwhile
+        Tasks.sleep(0.6)  # renewed at least once meanwhile
         holder.release()
 
     def wait() -> None:
