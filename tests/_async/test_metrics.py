@@ -88,7 +88,7 @@ async def test_the_waiters_gauge_counts_a_blocked_acquire(
 async def test_renewals_and_a_lost_lease(
     async_client: redis.asyncio.Redis, registry: prometheus_client.CollectorRegistry
 ) -> None:
-    lock = redlease.Lock(async_client, "m:renewed", ttl=0.3)  # renewed every 0.1 s
+    lock = redlease.Lock(async_client, "m:renewed", ttl=1.2)  # renewed every 0.4 s
     assert await lock.acquire()
 
     async def renewed() -> bool:

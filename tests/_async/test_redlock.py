@@ -156,9 +156,9 @@ async def test_a_majority_restarting_empty_is_reported_lost(
 
 
 async def test_watchdog_keeps_a_redlock(async_redlock_clients: list[Any]) -> None:
-    lock = redlease.Redlock(async_redlock_clients, "res", ttl=0.6)
+    lock = redlease.Redlock(async_redlock_clients, "res", ttl=1.2)  # renewed every 0.4 s
     await lock.acquire()
-    await AsyncTasks.sleep(1.5)
+    await AsyncTasks.sleep(2.0)
     assert await lock.owned()
     await lock.release()
 

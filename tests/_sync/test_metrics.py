@@ -89,7 +89,7 @@ def test_the_waiters_gauge_counts_a_blocked_acquire(
 def test_renewals_and_a_lost_lease(
     client: redis.Redis, registry: prometheus_client.CollectorRegistry
 ) -> None:
-    lock = redlease.Lock(client, "m:renewed", ttl=0.3)  # renewed every 0.1 s
+    lock = redlease.Lock(client, "m:renewed", ttl=1.2)  # renewed every 0.4 s
     assert lock.acquire()
 
     def renewed() -> bool:

@@ -157,9 +157,9 @@ def test_a_majority_restarting_empty_is_reported_lost(
 
 
 def test_watchdog_keeps_a_redlock(redlock_clients: list[Any]) -> None:
-    lock = redlease.Redlock(redlock_clients, "res", ttl=0.6)
+    lock = redlease.Redlock(redlock_clients, "res", ttl=1.2)  # renewed every 0.4 s
     lock.acquire()
-    Tasks.sleep(1.5)
+    Tasks.sleep(2.0)
     assert lock.owned()
     lock.release()
 
