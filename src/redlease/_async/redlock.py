@@ -253,7 +253,7 @@ class AsyncRedlock(AsyncHandle):
             refusals = tuple(
                 (i, held, max(ms))
                 for i in answered
-                for held, ms in ((True, tally.lease_ms), (False, tally.reserved_ms))
+                for held, ms in ((True, tally.lease_ms), (False, tally.check_ms))
                 if ms
             )
             return Outcome(
@@ -280,6 +280,9 @@ class AsyncRedlock(AsyncHandle):
             confirm=self.server_timeout,
             backoff=2 * self._window_ms / 1000,
             listen_error=_one_voice_fewer,
+            # Woken by one server's H, wait (briefly: the reservation lasts one hand-off
+            # window) until every teller has reserved it: a majority, so the round wins.
+            gather=(core.tellers(n), self._window_ms / 4000),
         )
         return holding
 
