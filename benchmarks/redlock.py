@@ -605,6 +605,45 @@ class Trace:
                 return found
 
         cls._acquire, cls._try = traced_acquire, traced_try
+        self._count_scripts(lib, cls)
+
+    def _count_scripts(self, lib: str, cls: Any) -> None:
+        """Scripts sent by this process, by name: in rounds, and behind late calls."""
+        import redlease._fanout as fanout
+
+        trace = self
+        fan: Any = fanout.AsyncFanOut if lib == "redlease-async" else fanout.FanOut
+        run, follow = fan.run, fan.follow
+
+        def counted(calls: Any) -> None:
+            for call in calls:
+                trace.add(f"script {call[1].name}")
+
+        if lib == "redlease-async":
+
+            async def traced_run(calls: Any, *args: Any, **kwargs: Any) -> Any:
+                counted(calls)
+                return await run(calls, *args, **kwargs)
+
+            async def traced_follow(late: Any, script: Any, *args: Any) -> Any:
+                sent = await follow(late, script, *args)
+                if sent:
+                    trace.add(f"script {script.name} (behind a late one)")
+                return sent
+
+        else:
+
+            def traced_run(calls: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
+                counted(calls)
+                return run(calls, *args, **kwargs)
+
+            def traced_follow(late: Any, script: Any, *args: Any) -> Any:  # type: ignore[misc]
+                sent = follow(late, script, *args)
+                if sent:
+                    trace.add(f"script {script.name} (behind a late one)")
+                return sent
+
+        fan.run, fan.follow = staticmethod(traced_run), staticmethod(traced_follow)
 
     def reset(self) -> None:
         """Forget the warm-up's counts."""

@@ -149,6 +149,8 @@ class Tally:
     # acquire.lua's rank): waking at every reservation's end cost a round each, for nothing.
     check_ms: list[int] = field(default_factory=list)
     errors: dict[int, BaseException] = field(default_factory=dict)
+    # Servers whose queue the caller has left already (a leave sent behind a late acquire).
+    left: set[int] = field(default_factory=set)
 
     @property
     def answered(self) -> int:
