@@ -10,7 +10,6 @@ runs out, as docs/safety.md says.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -18,11 +17,7 @@ import redis
 
 import redlease as redlease
 from redlease._core import redlock as core
-from redlease._core.lock import LEAVE, LockKeys
-from redlease._fanout import FanOut
-from redlease.server import RedisServer
-from tests._sync.helpers import wait_until
-from tests.support import Tasks
+from redlease._core.lock import LockKeys
 
 pytestmark = pytest.mark.timeout(60)
 KEYS = LockKeys.build("redlease", b"turns")
@@ -70,82 +65,3 @@ def test_behind_two_dead_waiters_the_lease_bounds_the_wait(
     assert waiter.acquire(timeout=10.0)
     waiter.release()
 
-
-def hand_over_with_two_servers_hung(
-    clients: list[redis.Redis], servers: list[RedisServer]
-) -> float:
-    """A holds the lock, B waits (queued on all five), servers 3 and 4 hang, A releases: the
-    seconds from A's release to B's acquire() returning True (B's grants from 3 and 4 are
-    late). Then 3 and 4 resume, and every queue ends empty (B left the late ones' too).
-
-    asyncio only: the sync fan-out opens a fresh connection to each hung server in turn
-    (their connections are busy with A's late release), each with the client's connect
-    timeout, before and after the round: a known cost (README), which here outlasts the
-    lease (noted for the lead; it fails the same way without this change)."""
-    if not Tasks.ASYNC:
-        pytest.skip("sync: fresh connections to hung servers cost a connect timeout each")
-    a = redlease.Redlock(clients, "turns", server_timeout=3.0)
-    b = redlease.Redlock(clients, "turns", server_timeout=3.0)
-    held: list[bool] = []
-    released: list[float] = []
-
-    def queued_everywhere() -> bool:
-        return all([c.zcard(KEYS.queue) == 1 for c in clients])
-
-    def a_holds() -> bool:
-        return bool(held)
-
-    def waiter() -> float:
-        assert wait_until(a_holds)
-        assert b.acquire(timeout=30)
-        took = time.monotonic() - released[0]
-        b.release()  # (returns at the majority: 3 and 4 release when they resume)
-        return took
-
-    def driver() -> None:  # (a lock is released by the task that took it)
-        assert a.acquire()
-        held.append(True)
-        assert wait_until(queued_everywhere)
-        servers[3].pause()
-        servers[4].pause()
-        released.append(time.monotonic())
-        a.release()
-
-    try:
-        took, _ = Tasks.gather(waiter, driver)
-    finally:
-        servers[3].resume()
-        servers[4].resume()
-
-    def queues_empty() -> bool:
-        return all([c.zcard(KEYS.queue) == 0 for c in clients])
-
-    assert wait_until(queues_empty)
-    return float(took)
-
-
-def test_a_winner_does_not_wait_for_the_queues_of_late_servers(
-    redlock_clients: list[Any], redlock_servers: list[RedisServer]
-) -> None:
-    """The winner leaves the queues of the servers whose grant is late behind its acquire
-    there (on the same connection, not awaited): acquire() returns at the majority, not one
-    ``server_timeout`` (3 s) later, and no queue keeps its token."""
-    took = hand_over_with_two_servers_hung(redlock_clients, redlock_servers)
-    assert took < 1.5
-
-
-def test_twin_a_leave_round_waits_for_the_hung_servers(
-    redlock_clients: list[Any],
-    redlock_servers: list[RedisServer],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The twin: without the leave sent behind the late acquire, the winner leaves those
-    queues in a round of its own before acquire() returns, and waits out its deadline there."""
-    follow = FanOut.follow
-
-    def no_leave_behind(late: Any, script: Any, keys: Any, args: Any) -> bool:
-        return False if script is LEAVE else follow(late, script, keys, args)
-
-    monkeypatch.setattr(FanOut, "follow", staticmethod(no_leave_behind))
-    took = hand_over_with_two_servers_hung(redlock_clients, redlock_servers)
-    assert took >= 1.5
