@@ -64,4 +64,3 @@ def test_behind_two_dead_waiters_the_lease_bounds_the_wait(
     waiter = redlease.Redlock(redlock_clients, "turns", ttl=1.5, server_timeout=0.5)
     assert waiter.acquire(timeout=10.0)
     waiter.release()
-
