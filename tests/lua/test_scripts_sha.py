@@ -33,7 +33,7 @@ def all_scripts() -> dict[str, Script]:
 
 SCRIPTS = all_scripts()
 PINNED = {
-    "acquire": "4865dfd29fffa658d1652e51c68da9e9a875d983",
+    "acquire": "c913806de83bb57bad90f63eb15740b84d172bb0",
     "claim": "61fccdfcf387122867e8a38ef29410ecb69a715e",
     "election_watch": "93a7bb94597da7f61890a461b6d5627e39ce8afc",
     "extend": "dbe2b8da203a13ef7a56cc3d32d11fb1f221f7ad",

@@ -23,7 +23,8 @@
 --                          client writes the merged fence back (fence.lua) if it may count
 --         {0, pttl, now}  held by someone else; pttl = ms left on its lease (-1: no expiry)
 --         {2, ms, now, rank}  free, but reserved for the queue head for ms more (mode R);
---                          rank = the caller's place in the queue (0 = head, -1 = not queued):
+--                          rank = the caller's place in the queue: 0 head, 1 next, 2 further
+--                          back, -1 not queued;
 --                          only the waiter right behind the head (rank 1) need check, when
 --                          the ms run out, that the head took its turn (N tells it otherwise)
 --         now = the server's time in ms
@@ -115,9 +116,15 @@ end
 
 -- Refused: the free lock is reserved for the head for `ms` more. Say where the caller stands:
 -- the waiters behind the next one need not check that the head takes its turn.
+-- (ZRANGE and ZSCORE, not ZRANK: the ACL rules users were given name no ZRANK.)
 local function reserved(ms)
   local reply = refuse(2, ms)
-  reply[4] = redis.call('ZRANK', queue, token) or -1
+  local first = redis.call('ZRANGE', queue, 0, 1)
+  local rank = -1
+  if first[1] == token then rank = 0
+  elseif first[2] == token then rank = 1
+  elseif redis.call('ZSCORE', queue, token) then rank = 2 end
+  reply[4] = rank
   return reply
 end
 
