@@ -290,6 +290,7 @@ class Config:
     contend_seconds: float
     pause_iters: int
     pause_budget: float
+    why: bool = False  # count rounds and their causes inside redlease's workers (Trace)
 
 
 # -- 1. uncontended ------------------------------------------------------------------------
@@ -490,6 +491,178 @@ async def _async_clients(urls: Sequence[str]) -> list[Any]:
     return [redis.asyncio.Redis.from_url(u) for u in urls]
 
 
+# -- 2b. why each round ran (``--why``) ----------------------------------------------------
+
+
+class Trace:
+    """Counters inside one redlease worker (``--why``): per acquisition, the attempt rounds by
+    outcome (won, refused, split) and by what started each (the first try, a wake-up message,
+    a timer), and the wake-up messages this process read, by kind (see ``_core/waiters.py``).
+
+    It wraps the Redlock's ``_acquire``/``_try`` and the waiter table's methods in this
+    process only; a few dict updates per round, so it is off unless asked for.
+    """
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.why: str | None = None
+
+    def add(self, key: str) -> None:
+        self.counts[key] = self.counts.get(key, 0) + 1
+
+    def install(self, lib: str) -> None:
+        import redlease
+        import redlease.asyncio
+        from redlease._core.waiters import Action, WaiterTable
+
+        trace = self
+        on_message, due, plan = WaiterTable.on_message, WaiterTable.due, WaiterTable.plan
+        refused, disconnect = WaiterTable.refused, WaiterTable.on_disconnect
+
+        def traced_message(table: Any, data: bytes, now: float) -> list[Any]:
+            kind = data[:1].decode("ascii", "replace")
+            trace.add(f"message {kind}")
+            woken = on_message(table, data, now)
+            for waiter in woken:
+                waiter.why = kind
+            if kind == "N":
+                for waiter in table.waiters():
+                    if waiter.token == data[1:].partition(b" ")[0]:
+                        waiter.check_why = "N window"
+            return woken
+
+        def traced_due(table: Any, now: float) -> list[Any]:
+            woken = due(table, now)
+            for waiter in woken:
+                waiter.why = getattr(waiter, "check_why", "?") + " lapsed (hub)"
+            return woken
+
+        def traced_disconnect(table: Any) -> list[Any]:
+            woken = disconnect(table)
+            for waiter in woken:
+                waiter.why = "disconnect"
+            return woken
+
+        def traced_refused(waiter: Any, held: bool, ms: int, now: float) -> None:
+            if not held:
+                waiter.check_why = "reservation"
+            refused(waiter, held, ms, now)
+
+        def traced_plan(waiter: Any, deadline: Any, now: float, fallback: float) -> Any:
+            woken, check = waiter.woken, waiter.check_at
+            step = plan(waiter, deadline, now, fallback)
+            if step[0] is Action.ATTEMPT and trace.why is None:
+                if woken:
+                    trace.why = "woken: " + str(getattr(waiter, "why", "?"))
+                elif check is not None and check <= now:
+                    trace.why = "timer: " + getattr(waiter, "check_why", "?") + " lapsed"
+                else:
+                    trace.why = "timer: lease end"
+            return step
+
+        WaiterTable.on_message = traced_message  # type: ignore[method-assign]
+        WaiterTable.due = traced_due  # type: ignore[method-assign]
+        WaiterTable.on_disconnect = traced_disconnect  # type: ignore[method-assign]
+        WaiterTable.refused = staticmethod(traced_refused)  # type: ignore[method-assign]
+        WaiterTable.plan = staticmethod(traced_plan)  # type: ignore[method-assign]
+
+        cls: Any = redlease.asyncio.Redlock if lib == "redlease-async" else redlease.Redlock
+        acquire, attempt = cls._acquire, cls._try
+
+        def outcome(join: bool, found: Any) -> None:
+            holding, tally = found
+            kind = "won" if holding is not None else "split" if tally.granted else "refused"
+            why = trace.why or ("first try" if trace.counts.get("_fresh") else "no sleep")
+            trace.counts["_fresh"] = 0
+            trace.why = None
+            trace.add(f"round {kind} <- {why}")
+            trace.add(f"rounds {kind}")
+
+        if inspect.iscoroutinefunction(acquire):
+
+            async def traced_acquire(lock: Any, *args: Any) -> Any:
+                trace.counts["_fresh"], trace.why = 1, None
+                holding = await acquire(lock, *args)
+                trace.add("acquisitions" if holding is not None else "gave up")
+                return holding
+
+            async def traced_try(lock: Any, *args: Any, join: bool, ticket: str) -> Any:
+                found = await attempt(lock, *args, join=join, ticket=ticket)
+                outcome(join, found)
+                return found
+
+        else:
+
+            def traced_acquire(lock: Any, *args: Any) -> Any:  # type: ignore[misc]
+                trace.counts["_fresh"], trace.why = 1, None
+                holding = acquire(lock, *args)
+                trace.add("acquisitions" if holding is not None else "gave up")
+                return holding
+
+            def traced_try(lock: Any, *args: Any, join: bool, ticket: str) -> Any:  # type: ignore[misc]
+                found = attempt(lock, *args, join=join, ticket=ticket)
+                outcome(join, found)
+                return found
+
+        cls._acquire, cls._try = traced_acquire, traced_try
+        self._count_scripts(lib, cls)
+
+    def _count_scripts(self, lib: str, cls: Any) -> None:
+        """Scripts sent by this process, by name: in rounds, and behind late calls."""
+        import redlease._fanout as fanout
+
+        trace = self
+        fan: Any = fanout.AsyncFanOut if lib == "redlease-async" else fanout.FanOut
+        run, follow = fan.run, fan.follow
+
+        def counted(calls: Any) -> None:
+            for call in calls:
+                trace.add(f"script {call[1].name}")
+
+        if lib == "redlease-async":
+
+            async def traced_run(calls: Any, *args: Any, **kwargs: Any) -> Any:
+                counted(calls)
+                return await run(calls, *args, **kwargs)
+
+            async def traced_follow(late: Any, script: Any, *args: Any) -> Any:
+                sent = await follow(late, script, *args)
+                if sent:
+                    trace.add(f"script {script.name} (behind a late one)")
+                return sent
+
+        else:
+
+            def traced_run(calls: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
+                counted(calls)
+                return run(calls, *args, **kwargs)
+
+            def traced_follow(late: Any, script: Any, *args: Any) -> Any:  # type: ignore[misc]
+                sent = follow(late, script, *args)
+                if sent:
+                    trace.add(f"script {script.name} (behind a late one)")
+                return sent
+
+        fan.run, fan.follow = staticmethod(traced_run), staticmethod(traced_follow)
+
+    def reset(self) -> None:
+        """Forget the warm-up's counts."""
+        self.counts = {}
+
+
+def why_figures(traces: list[dict[str, int]]) -> dict[str, float]:
+    """The workers' counts summed, per acquisition."""
+    total: dict[str, int] = {}
+    for counts in traces:
+        for key, value in counts.items():
+            if not key.startswith("_"):
+                total[key] = total.get(key, 0) + value
+    acquisitions = max(1, total.get("acquisitions", 0))
+    out = {key: value / acquisitions for key, value in sorted(total.items())}
+    out["acquisitions"] = total.get("acquisitions", 0)
+    return out
+
+
 # -- 2. contended --------------------------------------------------------------------------
 
 
@@ -497,6 +670,7 @@ def contend_worker(
     lib: str,
     urls: list[str],
     name: str,
+    why: bool,
     wid: int,
     events: Any,
     start_ns: Any,
@@ -509,10 +683,15 @@ def contend_worker(
     previous release (failed attempts in between are retried, and counted).
     """
     proc = None
+    trace = Trace() if why and lib in MINE else None
     try:
+        if trace is not None:
+            trace.install(lib)
         proc = Proc(lib, urls)
         warm_errors = proc.warm_up(name)
         lock = proc.backend.lock(name)
+        if trace is not None:
+            trace.reset()
         events.put(("ready", wid))
         end = wait_for_start(start_ns, duration_ns)
         if end is None:
@@ -523,7 +702,9 @@ def contend_worker(
             rec, failed, errors, first = proc.run(_contend_async(lock, end))
         else:
             rec, failed, errors, first = _contend_sync(lock, end)
-        results.put((wid, rec.tobytes(), None, cpu_s() - cpu0, failed, errors, first, warm_errors))
+        cpu = cpu_s() - cpu0
+        counts = {} if trace is None else trace.counts
+        results.put((wid, rec.tobytes(), None, cpu, failed, errors, first, warm_errors, counts))
     except BaseException as exc:
         text = error_text(exc)
         events.put(("error", text))
@@ -649,7 +830,7 @@ def bench_contended(cfg: Config, ctx: Any, lib: str, nserv: int, run_id: str) ->
         window = run_contenders(
             ctx,
             contend_worker,
-            (lib, urls, name),
+            (lib, urls, name, cfg.why),
             nproc,
             cfg.contend_seconds,
             lambda: _server_counters(probes),
@@ -685,6 +866,8 @@ def bench_contended(cfg: Config, ctx: Any, lib: str, nserv: int, run_id: str) ->
         "messages_per_acq": messages / max(1, in_window) if messages >= 0 else None,
         **exclusion_figures(holds),
     }
+    if cfg.why and lib in MINE:
+        row["why"] = why_figures([r[8] for r in window.reports if len(r) > 8])
     return add_errors(row, worker_errors(window.reports, nproc))
 
 
@@ -1020,12 +1203,26 @@ def _report_contended(cfg: Config, c: dict[str, Any], failed: list[str]) -> None
                     failed.append(f"contended {mine} N={nserv} {ratio:.2f}x pottery")
             elif mine in cfg.libs and "pottery" in cfg.libs:
                 failed.append(f"contended {mine} vs pottery N={nserv} not measured")
+    _report_why(cfg, c)
     print(
         "   CPU s/s: (all workers' + all servers' CPU) / window, out of"
         f" {os.cpu_count()} CPU s/s on this machine (shared with whatever else runs);"
         " scripts/acq: EVALSHA+EVAL calls on all servers per acquisition (pottery's acquire"
         " is a plain SET, not a script); cmds/acq: all commands, Lua-internal ones included"
     )
+
+
+def _report_why(cfg: Config, c: dict[str, Any]) -> None:
+    """``--why``: per acquisition, redlease's rounds by outcome and cause, messages by kind."""
+    for nserv in cfg.contend_servers:
+        for lib in MINE:
+            why = c.get(f"{lib}/{nserv}", {}).get("why")
+            if not why:
+                continue
+            print(f"   {LIBS[lib]} N={nserv}, per acquisition ({why['acquisitions']:.0f} traced):")
+            for key, value in why.items():
+                if key != "acquisitions":
+                    print(f"      {key:<48} {value:6.2f}")
 
 
 def _report_paused(cfg: Config, p: dict[str, Any]) -> None:
@@ -1080,6 +1277,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--json", metavar="FILE", help="write the raw figures to FILE")
     p.add_argument("--libs", default=",".join(LIBS), help=f"subset of: {', '.join(LIBS)}")
     p.add_argument("--sections", default="1,2,3", help="subset of the sections 1,2,3")
+    p.add_argument(
+        "--why",
+        action="store_true",
+        help="section 2: count redlease's rounds per acquisition and what started each",
+    )
     p.add_argument(
         "--contend-servers",
         default="5",
@@ -1186,9 +1388,9 @@ def main(argv: list[str] | None = None) -> int:
         servers = _start_servers()
         urls = [s.url for s in servers]
     if args.quick:
-        cfg = Config(urls, True, libs, 600, 100, 4, 16, contend_servers, 1.0, 3, 8.0)
+        cfg = Config(urls, True, libs, 600, 100, 4, 16, contend_servers, 1.0, 3, 8.0, args.why)
     else:
-        cfg = Config(urls, False, libs, 3000, 300, 10, 16, contend_servers, 3.0, 5, 12.0)
+        cfg = Config(urls, False, libs, 3000, 300, 10, 16, contend_servers, 3.0, 5, 12.0, args.why)
 
     run_id = secrets.token_hex(4)
     data: dict[str, Any] = {

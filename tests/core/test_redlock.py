@@ -104,3 +104,21 @@ def test_a_late_server_needs_the_fence_only_where_it_granted_with_another_counte
     assert not core.needs_fence([HELD, 900, 1], 7)  # not ours there: fence.lua does nothing
     assert not core.needs_fence([RESERVED, 50, 1], 7)
     assert not core.needs_fence(TimeoutError("late"), 7)
+
+
+def test_a_waiter_watches_a_reservation_only_from_right_behind_the_head() -> None:
+    """acquire.lua's rank: right behind the reserved head (1), at it (0), not queued (-1) or
+    an older script without a rank: watch the reservation's end; further back (2+): not (the
+    one ahead watches), but the refusal still counts as contention."""
+    replies = [
+        [RESERVED, 30, 0, 1],
+        [RESERVED, 40, 0, 2],
+        [RESERVED, 50, 0, -1],
+        [RESERVED, 60, 0],
+        [RESERVED, 70, 0, 5],
+    ]
+    tally = core.tally(replies)
+    assert tally.check_ms == [30, 50, 60]
+    assert tally.reserved_ms == [30, 40, 50, 60, 70]
+    far = core.tally([[RESERVED, 40, 0, 2]] * 3)
+    assert far.check_ms == [] and far.reserved_ms == [40] * 3 and not far.fence_known

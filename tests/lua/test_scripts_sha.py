@@ -33,7 +33,7 @@ def all_scripts() -> dict[str, Script]:
 
 SCRIPTS = all_scripts()
 PINNED = {
-    "acquire": "fe14b423ecee705f181cc5b5ced556b4e4fd0b6a",
+    "acquire": "c913806de83bb57bad90f63eb15740b84d172bb0",
     "claim": "61fccdfcf387122867e8a38ef29410ecb69a715e",
     "election_watch": "93a7bb94597da7f61890a461b6d5627e39ce8afc",
     "extend": "dbe2b8da203a13ef7a56cc3d32d11fb1f221f7ad",
@@ -53,7 +53,7 @@ PINNED = {
     "latch_leave": "d706b013e5900ba0ae6d29166ffab801b61b8de6",
     "latch_set": "d0bf5d735c9546c5f72cd9f7cf71026e25dcd58e",
     "latch_wait": "a0859809558226605ec87d3884b54b7236c4a6f5",
-    "leave": "5b92946175170d03f17566dfbb8c0e00b7556e34",
+    "leave": "0f6bf2ad2893c0dc80f173235a9775968b77bfa6",
     "ratelimit_fixed": "4a11d08ef8a74bad8e8408d9cb8abeebbd27381e",
     "ratelimit_gcra": "baf30145a8ee4c7766e6370e3810829a69528c25",
     "ratelimit_reset": "e9160168138bfa9034ed30d515cdfb21960c7b05",

@@ -247,13 +247,15 @@ class AsyncRedlock(AsyncHandle):
         async def attempt(join: bool) -> Outcome:
             holding, tally = await self._try(owner, token, join=join, ticket=ticket)
             if holding is not None:
-                queued = tuple(i for i in range(n) if i not in tally.granted) if join else ()
+                # (granted: it left that queue; left: a leave was sent behind the late acquire)
+                stay = set(tally.granted) | tally.left
+                queued = tuple(i for i in range(n) if i not in stay) if join else ()
                 return Outcome(result=holding, queued=queued)
             answered = tuple(i for i in range(n) if i not in tally.errors)
             refusals = tuple(
                 (i, held, max(ms))
                 for i in answered
-                for held, ms in ((True, tally.lease_ms), (False, tally.reserved_ms))
+                for held, ms in ((True, tally.lease_ms), (False, tally.check_ms))
                 if ms
             )
             return Outcome(
@@ -280,6 +282,9 @@ class AsyncRedlock(AsyncHandle):
             confirm=self.server_timeout,
             backoff=2 * self._window_ms / 1000,
             listen_error=_one_voice_fewer,
+            # Woken by one server's H, wait (briefly: the reservation lasts one hand-off
+            # window) until every teller has reserved it: a majority, so the round wins.
+            gather=(core.tellers(n), self._window_ms / 4000),
         )
         return holding
 
@@ -302,12 +307,12 @@ class AsyncRedlock(AsyncHandle):
             )
         )
         try:
-            return await self._settle(owner, token, start, tally)
+            return await self._settle(owner, token, start, tally, queued=join)
         finally:
             await AsyncFanOut.release(list(tally.errors.values()))
 
     async def _settle(
-        self, owner: Hashable, token: bytes, start: float, tally: core.Tally
+        self, owner: Hashable, token: bytes, start: float, tally: core.Tally, *, queued: bool
     ) -> tuple[Holding | None, core.Tally]:
         """Held if a majority granted in time (the fence merged); else undone everywhere."""
         keys = self._keys
@@ -324,7 +329,7 @@ class AsyncRedlock(AsyncHandle):
                 confirmed = sum(1 for i in tally.granted if _is_one(replies[i]))
             valid = core.validity(self._ttl_ms, time.monotonic() - start, self._drift_factor)
             if confirmed >= self.quorum and valid > 0:
-                await self._catch_up(token, fence, tally.errors)
+                await self._catch_up(token, fence, tally, queued=queued)
                 holding = self._holding_for(
                     owner, token, fence, start + valid, self._renewal(), RENEW
                 )
@@ -347,20 +352,26 @@ class AsyncRedlock(AsyncHandle):
             )
         return None, tally
 
-    async def _catch_up(self, token: bytes, fence: int, errors: dict[int, Any]) -> None:
+    async def _catch_up(self, token: bytes, fence: int, tally: core.Tally, *, queued: bool) -> None:
         """Write the fence back to the servers whose acquire reply is late too, where it may
         be needed: a server without a counter (restarted empty) gets one, so that it counts
         again. A reply that has come meanwhile says whether it is (it rarely is: the counters
         move together); one still on its way gets the write-back behind it, on its connection
-        (fence.lua does nothing where the lock is not ours)."""
+        (fence.lua does nothing where the lock is not ours), and, if the acquire ``queued``
+        (joined the queues), the leave of that server's queue (where the late acquire is
+        refused, it leaves the token queued), noted in ``tally.left``: the acquire returns
+        without waiting for the late servers."""
         keys = self._keys
+        leave_keys, leave_args = self._queue_args(token)
         rest = []
-        for i, error in errors.items():
+        for i, error in tally.errors.items():
             if not isinstance(error, Late):
                 continue
             reply = await AsyncFanOut.arrived(error)
             if reply is NOT_YET:
                 if await AsyncFanOut.follow(error, FENCE, [keys.lock, keys.fence], [token, fence]):
+                    if queued and await AsyncFanOut.follow(error, LEAVE, leave_keys, leave_args):
+                        tally.left.add(i)
                     continue
                 reply = await AsyncFanOut.arrived(error)  # it came between the two looks
             if reply is NOT_YET or core.needs_fence(reply, fence):

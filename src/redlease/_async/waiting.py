@@ -23,7 +23,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from .._core.bounds import budget
-from .._core.waiters import Action, Grantee, Outcome, Waiter, next_step
+from .._core.waiters import Action, Grantee, Outcome, Waiter, hold_back, next_step
 from .._synchronization import AsyncEvent, AsyncShield
 from .hub import AsyncHub
 
@@ -48,6 +48,7 @@ async def wait_turn(
     backoff: float = 0.0,
     listen_error: Callable[[int, RedisError], None] | None = None,
     grantee: Grantee | None = None,
+    gather: tuple[int, float] | None = None,
 ) -> Any:
     """Try until an attempt succeeds (its ``result``) or ``deadline`` passes (``None``).
 
@@ -63,6 +64,9 @@ async def wait_turn(
     :param grantee: one server only: a release may grant the lock to this waiter directly;
         then the hub builds the result through ``grantee`` and the wait returns it with no
         further round trip (see :class:`~redlease._core.waiters.Grantee`).
+    :param gather: N servers: ``(tellers, patience)``: woken by a reservation (``H``), wait
+        up to ``patience`` seconds for the ``H`` of every one of the first ``tellers`` servers
+        that listens, before an attempt (see :func:`~redlease._core.waiters.hold_back`).
     """
     n = len(hubs)
     outcome: Outcome | None = None
@@ -102,7 +106,7 @@ async def wait_turn(
                     await event.wait(random.uniform(0, backoff))
                 for i, held, ms in outcome.refusals:
                     hubs[i].refused(waiters[i], held, ms)
-                if not await _sleep(hubs, waiters, event, deadline, fallback):
+                if not await _sleep(hubs, waiters, event, deadline, fallback, gather):
                     result = _granted(waiters)  # granted at the last moment: it is ours
                     if result is not None:
                         queued = ()
@@ -153,13 +157,25 @@ async def _sleep(
     event: AsyncEvent,
     deadline: float | None,
     fallback: float,
+    gather: tuple[int, float] | None = None,
 ) -> bool:
     """Sleep until some server's waiter should try again (True) or the deadline (False)."""
     while True:
+        if gather is not None:
+            tellers, patience = gather
+            need = sum(1 for hub in hubs[:tellers] if hub.subscribed)
+            now = time.monotonic()
+            wait = hold_back(waiters, need, patience, now)
+            if wait is not None and (deadline is None or now < deadline):
+                await event.wait(wait if deadline is None else min(wait, deadline - now))
+                event.clear()
+                continue
         action, wait = next_step(
             [hub.plan(w, deadline, fallback) for hub, w in zip(hubs, waiters, strict=True)]
         )
         if action is not Action.WAIT:
+            for waiter in waiters:
+                waiter.heard = None  # the next attempt hears its own reservations
             return action is Action.ATTEMPT
         await event.wait(wait)
         event.clear()

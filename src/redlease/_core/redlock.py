@@ -144,7 +144,13 @@ class Tally:
     granted: dict[int, int] = field(default_factory=dict)  # server -> its fence counter
     lease_ms: list[int] = field(default_factory=list)  # pttl reported where held by another
     reserved_ms: list[int] = field(default_factory=list)  # reservation left where reserved
+    # The reservations this waiter must watch: where it is next in line behind the reserved
+    # head (or its place is unknown). Further back, the one ahead of it watches (see
+    # acquire.lua's rank): waking at every reservation's end cost a round each, for nothing.
+    check_ms: list[int] = field(default_factory=list)
     errors: dict[int, BaseException] = field(default_factory=dict)
+    # Servers whose queue the caller has left already (a leave sent behind a late acquire).
+    left: set[int] = field(default_factory=set)
 
     @property
     def answered(self) -> int:
@@ -226,7 +232,18 @@ def tally(results: Sequence[Any]) -> Tally:
             out.lease_ms.append(reply.value)
         else:
             out.reserved_ms.append(reply.value)
+            if not _far_back(result):
+                out.check_ms.append(reply.value)
     return out
+
+
+def _far_back(reply: Any) -> bool:
+    """Whether a reservation refusal says the caller is queued behind the next waiter (rank
+    2 or more: someone ahead of it checks on the reserved head)."""
+    try:
+        return int(reply[3]) >= 2
+    except (TypeError, ValueError, IndexError):  # an older script: no rank, watch it
+        return False
 
 
 MIN_SERVERS = 3

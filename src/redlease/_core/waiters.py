@@ -49,6 +49,7 @@ __all__ = [
     "Waiter",
     "WaiterTable",
     "decode_claim",
+    "hold_back",
     "next_step",
     "waiters_channel",
 ]
@@ -126,6 +127,7 @@ class Waiter:
     # (fence, local end of its short lease, fresh): claim it; if not fresh, wake it after
     grant: tuple[int, float, bool] | None = None
     result: Any = None  # what the grant made: acquire() returns it
+    heard: float | None = None  # when an H (reserved for it) came, since its last attempt
 
 
 class ServerClock:
@@ -224,6 +226,8 @@ class WaiterTable:
         seconds = _seconds(ms)
         if kind == b"H":
             waiter.woken, waiter.check_at = True, None
+            if waiter.heard is None:
+                waiter.heard = now
             return [waiter]
         if kind == b"F":
             waiter.woken, waiter.check_at = True, now + seconds + SLACK
@@ -306,3 +310,25 @@ def next_step(plans: list[tuple[Action, float | None]]) -> tuple[Action, float |
         return Action.GIVE_UP, None
     waits = [wait for action, wait in plans if action is Action.WAIT and wait is not None]
     return Action.WAIT, min(waits) if waits else None
+
+
+def hold_back(waiters: list[Waiter], need: int, patience: float, now: float) -> float | None:
+    """Seconds to hold back an attempt that only reservation messages (``H``) call for, so
+    that it waits for ``need`` servers' word (``None``: attempt now, or nothing to attempt).
+
+    One acquire's ``waiters``, one per server (Redlock). A release reserves the lock for the
+    queue head on every server, but a server runs it when it gets the CPU: an attempt sent on
+    the first ``H`` finds the others still held by the releaser, is refused (or splits the
+    vote, and its undo passes the turn on), and costs a round on every server. With ``need``
+    servers' ``H`` (a majority reserved for it) the attempt wins. A waiter woken by anything
+    else (a lapsed turn, a broken subscription) goes at once, and so does one that has waited
+    ``patience`` since its first ``H``: a missing message delays the attempt, never loses it.
+    """
+    woken = [w for w in waiters if w.woken]
+    if not woken or any(w.heard is None for w in woken):
+        return None
+    heard = [w.heard for w in waiters if w.heard is not None]
+    if len(heard) >= need:
+        return None
+    left = min(heard) + patience - now
+    return left if left > 0 else None

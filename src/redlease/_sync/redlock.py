@@ -248,13 +248,15 @@ class Redlock(Handle):
         def attempt(join: bool) -> Outcome:
             holding, tally = self._try(owner, token, join=join, ticket=ticket)
             if holding is not None:
-                queued = tuple(i for i in range(n) if i not in tally.granted) if join else ()
+                # (granted: it left that queue; left: a leave was sent behind the late acquire)
+                stay = set(tally.granted) | tally.left
+                queued = tuple(i for i in range(n) if i not in stay) if join else ()
                 return Outcome(result=holding, queued=queued)
             answered = tuple(i for i in range(n) if i not in tally.errors)
             refusals = tuple(
                 (i, held, max(ms))
                 for i in answered
-                for held, ms in ((True, tally.lease_ms), (False, tally.reserved_ms))
+                for held, ms in ((True, tally.lease_ms), (False, tally.check_ms))
                 if ms
             )
             return Outcome(
@@ -281,6 +283,9 @@ class Redlock(Handle):
             confirm=self.server_timeout,
             backoff=2 * self._window_ms / 1000,
             listen_error=_one_voice_fewer,
+            # Woken by one server's H, wait (briefly: the reservation lasts one hand-off
+            # window) until every teller has reserved it: a majority, so the round wins.
+            gather=(core.tellers(n), self._window_ms / 4000),
         )
         return holding
 
@@ -303,12 +308,12 @@ class Redlock(Handle):
             )
         )
         try:
-            return self._settle(owner, token, start, tally)
+            return self._settle(owner, token, start, tally, queued=join)
         finally:
             FanOut.release(list(tally.errors.values()))
 
     def _settle(
-        self, owner: Hashable, token: bytes, start: float, tally: core.Tally
+        self, owner: Hashable, token: bytes, start: float, tally: core.Tally, *, queued: bool
     ) -> tuple[Holding | None, core.Tally]:
         """Held if a majority granted in time (the fence merged); else undone everywhere."""
         keys = self._keys
@@ -325,7 +330,7 @@ class Redlock(Handle):
                 confirmed = sum(1 for i in tally.granted if _is_one(replies[i]))
             valid = core.validity(self._ttl_ms, time.monotonic() - start, self._drift_factor)
             if confirmed >= self.quorum and valid > 0:
-                self._catch_up(token, fence, tally.errors)
+                self._catch_up(token, fence, tally, queued=queued)
                 holding = self._holding_for(
                     owner, token, fence, start + valid, self._renewal(), RENEW
                 )
@@ -348,20 +353,26 @@ class Redlock(Handle):
             )
         return None, tally
 
-    def _catch_up(self, token: bytes, fence: int, errors: dict[int, Any]) -> None:
+    def _catch_up(self, token: bytes, fence: int, tally: core.Tally, *, queued: bool) -> None:
         """Write the fence back to the servers whose acquire reply is late too, where it may
         be needed: a server without a counter (restarted empty) gets one, so that it counts
         again. A reply that has come meanwhile says whether it is (it rarely is: the counters
         move together); one still on its way gets the write-back behind it, on its connection
-        (fence.lua does nothing where the lock is not ours)."""
+        (fence.lua does nothing where the lock is not ours), and, if the acquire ``queued``
+        (joined the queues), the leave of that server's queue (where the late acquire is
+        refused, it leaves the token queued), noted in ``tally.left``: the acquire returns
+        without waiting for the late servers."""
         keys = self._keys
+        leave_keys, leave_args = self._queue_args(token)
         rest = []
-        for i, error in errors.items():
+        for i, error in tally.errors.items():
             if not isinstance(error, Late):
                 continue
             reply = FanOut.arrived(error)
             if reply is NOT_YET:
                 if FanOut.follow(error, FENCE, [keys.lock, keys.fence], [token, fence]):
+                    if queued and FanOut.follow(error, LEAVE, leave_keys, leave_args):
+                        tally.left.add(i)
                     continue
                 reply = FanOut.arrived(error)  # it came between the two looks
             if reply is NOT_YET or core.needs_fence(reply, fence):

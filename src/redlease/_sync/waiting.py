@@ -24,7 +24,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from .._core.bounds import budget
-from .._core.waiters import Action, Grantee, Outcome, Waiter, next_step
+from .._core.waiters import Action, Grantee, Outcome, Waiter, hold_back, next_step
 from .._synchronization import Event, Shield
 from .hub import Hub
 
@@ -49,6 +49,7 @@ def wait_turn(
     backoff: float = 0.0,
     listen_error: Callable[[int, RedisError], None] | None = None,
     grantee: Grantee | None = None,
+    gather: tuple[int, float] | None = None,
 ) -> Any:
     """Try until an attempt succeeds (its ``result``) or ``deadline`` passes (``None``).
 
@@ -64,6 +65,9 @@ def wait_turn(
     :param grantee: one server only: a release may grant the lock to this waiter directly;
         then the hub builds the result through ``grantee`` and the wait returns it with no
         further round trip (see :class:`~redlease._core.waiters.Grantee`).
+    :param gather: N servers: ``(tellers, patience)``: woken by a reservation (``H``), wait
+        up to ``patience`` seconds for the ``H`` of every one of the first ``tellers`` servers
+        that listens, before an attempt (see :func:`~redlease._core.waiters.hold_back`).
     """
     n = len(hubs)
     outcome: Outcome | None = None
@@ -103,7 +107,7 @@ def wait_turn(
                     event.wait(random.uniform(0, backoff))
                 for i, held, ms in outcome.refusals:
                     hubs[i].refused(waiters[i], held, ms)
-                if not _sleep(hubs, waiters, event, deadline, fallback):
+                if not _sleep(hubs, waiters, event, deadline, fallback, gather):
                     result = _granted(waiters)  # granted at the last moment: it is ours
                     if result is not None:
                         queued = ()
@@ -154,13 +158,25 @@ def _sleep(
     event: Event,
     deadline: float | None,
     fallback: float,
+    gather: tuple[int, float] | None = None,
 ) -> bool:
     """Sleep until some server's waiter should try again (True) or the deadline (False)."""
     while True:
+        if gather is not None:
+            tellers, patience = gather
+            need = sum(1 for hub in hubs[:tellers] if hub.subscribed)
+            now = time.monotonic()
+            wait = hold_back(waiters, need, patience, now)
+            if wait is not None and (deadline is None or now < deadline):
+                event.wait(wait if deadline is None else min(wait, deadline - now))
+                event.clear()
+                continue
         action, wait = next_step(
             [hub.plan(w, deadline, fallback) for hub, w in zip(hubs, waiters, strict=True)]
         )
         if action is not Action.WAIT:
+            for waiter in waiters:
+                waiter.heard = None  # the next attempt hears its own reservations
             return action is Action.ATTEMPT
         event.wait(wait)
         event.clear()

@@ -22,7 +22,11 @@
 --                          used here, or the server lost its data): none is created; the
 --                          client writes the merged fence back (fence.lua) if it may count
 --         {0, pttl, now}  held by someone else; pttl = ms left on its lease (-1: no expiry)
---         {2, ms, now}    free, but reserved for the queue head for ms more (mode R)
+--         {2, ms, now, rank}  free, but reserved for the queue head for ms more (mode R);
+--                          rank = the caller's place in the queue: 0 head, 1 next, 2 further
+--                          back, -1 not queued;
+--                          only the waiter right behind the head (rank 1) need check, when
+--                          the ms run out, that the head took its turn (N tells it otherwise)
 --         now = the server's time in ms
 local lock, fence, queue, handoff = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, lease, window, channels = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4]), ARGV[5]
@@ -110,6 +114,20 @@ if not head or head == token then
   return {1, next_fence()}
 end
 
+-- Refused: the free lock is reserved for the head for `ms` more. Say where the caller stands:
+-- the waiters behind the next one need not check that the head takes its turn.
+-- (ZRANGE and ZSCORE, not ZRANK: the ACL rules users were given name no ZRANK.)
+local function reserved(ms)
+  local reply = refuse(2, ms)
+  local first = redis.call('ZRANGE', queue, 0, 1)
+  local rank = -1
+  if first[1] == token then rank = 0
+  elseif first[2] == token then rank = 1
+  elseif redis.call('ZSCORE', queue, token) then rank = 2 end
+  reply[4] = rank
+  return reply
+end
+
 -- Another waiter is ahead. Only the queue head may take the free lock; skip a head whose
 -- turn ran out.
 local pttl = redis.call('PTTL', lock)
@@ -117,14 +135,14 @@ if pttl ~= -2 then return refuse(0, pttl) end
 local holder, deadline = reservation(handoff)
 if holder == head then
   local left = deadline - math.floor(now_us() / 1000)
-  if left > 0 then return refuse(2, left) end
+  if left > 0 then return reserved(left) end
   redis.call('ZREM', queue, head)   -- it missed its turn (crashed, or too slow): skip it
   redis.call('DEL', handoff)
   head = redis.call('ZRANGE', queue, 0, 0)[1]
 end
 if head and head ~= token then
   reserve(queue, handoff, channels, head, window)  -- e.g. the lease ran out, no release
-  return refuse(2, window)
+  return reserved(window)
 end
 
 -- The skipped head was the only one ahead of us (or the queue is now empty).

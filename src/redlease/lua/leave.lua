@@ -29,9 +29,14 @@ if mode ~= 'R' then
   end
   return removed
 end
-local holder = reservation(handoff)
+local holder, deadline = reservation(handoff)
 if holder == token then
   redis.call('DEL', handoff)
   if redis.call('EXISTS', lock) == 0 then hand_off(queue, handoff, channels, window) end
+elseif removed == 1 and holder then
+  -- The waiter that checks on the reserved head may have left: tell whoever is next now.
+  local second = redis.call('ZRANGE', queue, 1, 1)[1]
+  local left = deadline - now_ms()
+  if second and left > 0 then tell(channels, second, 'N' .. second .. ' ' .. left) end
 end
 return removed

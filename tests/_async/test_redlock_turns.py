@@ -1,0 +1,65 @@
+"""Redlock waiters behind a dead queue head (asyncio; tests/_sync/test_redlock_turns.py is
+generated): who checks that the reserved head takes its turn.
+
+A waiter refused while the lock is reserved for the head checks when the reservation ends only
+if it is right behind the head (acquire.lua's rank); further back it sleeps until told more
+(the one ahead checks), or, if that one is dead too, until the lease it knows of (its ttl)
+runs out, as docs/safety.md says.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis.asyncio
+
+import redlease.asyncio as redlease
+from redlease._core import redlock as core
+from redlease._core.lock import LockKeys
+
+pytestmark = pytest.mark.timeout(60)
+KEYS = LockKeys.build("redlease", b"turns")
+
+
+async def reserved_for_the_dead(clients: list[redis.asyncio.Redis], *dead: bytes) -> None:
+    """A holder releases with ``dead`` queued ahead of everyone: the lock is reserved for the
+    first of them (0.6 s, the holder's hand-off window), whose process does not listen."""
+    holder = redlease.Redlock(clients, "turns", ttl=4.0, handoff=0.6, server_timeout=1.0)
+    assert await holder.acquire()
+    for client in clients:
+        await client.zadd(KEYS.queue, {token: i + 1 for i, token in enumerate(dead)})
+    await holder.release()
+
+
+async def test_a_waiter_right_behind_a_dead_head_skips_it_when_its_turn_ends(
+    async_redlock_clients: list[Any],
+) -> None:
+    """Joined behind the reserved dead head (rank 1), the waiter checks when the reservation
+    ends (0.6 s) and takes the lock, long before its fallback (the ttl, 4 s)."""
+    await reserved_for_the_dead(async_redlock_clients, b"deadproc.head")
+    waiter = redlease.Redlock(async_redlock_clients, "turns", ttl=4.0, server_timeout=1.0)
+    assert await waiter.acquire(timeout=2.5)
+    await waiter.release()
+
+
+async def test_twin_a_waiter_that_ignores_its_place_sleeps_through_the_turn(
+    async_redlock_clients: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The twin: read every place as far back (nobody watches the dead head) and the same
+    waiter sleeps until its fallback, past its timeout: the test above catches it."""
+    monkeypatch.setattr(core, "_far_back", lambda reply: True)
+    await reserved_for_the_dead(async_redlock_clients, b"deadproc.head")
+    waiter = redlease.Redlock(async_redlock_clients, "turns", ttl=4.0, server_timeout=1.0)
+    assert not await waiter.acquire(timeout=2.5)
+
+
+async def test_behind_two_dead_waiters_the_lease_bounds_the_wait(
+    async_redlock_clients: list[Any],
+) -> None:
+    """Behind a dead head and a dead second, nobody is told to check: the waiter (rank 2)
+    tries when the lease it knows of runs out (its ttl, 1.5 s here), skips both, takes it."""
+    await reserved_for_the_dead(async_redlock_clients, b"deadproc.head", b"deadproc.second")
+    waiter = redlease.Redlock(async_redlock_clients, "turns", ttl=1.5, server_timeout=0.5)
+    assert await waiter.acquire(timeout=10.0)
+    await waiter.release()

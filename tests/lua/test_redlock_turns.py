@@ -1,0 +1,113 @@
+"""Redlock's waiting turns in the lock scripts (mode "R", reservations): who must watch a
+reserved head.
+
+A release reserves the free lock for the queue head and tells the waiter right behind it
+(``N``) when to check that the head took its turn (a dead head is skipped then). A waiter
+refused while the lock is reserved learns its place in the queue (acquire.lua's ``rank``): only
+the one right behind the head checks; the others sleep until they are told more, instead of
+asking every server again when each reservation ends. A waiter that leaves the second place
+while a reservation runs passes the watch on (leave.lua tells the new second).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from redlease._core.lock import ACQUIRE, LEAVE, RELEASE, LockKeys
+
+CHANNELS = b"redlease:waiters:"
+KEYS = LockKeys.build("redlease", b"turns")
+WINDOW, LEASE = 5_000, 10_000  # a long window: the reservation runs through each test
+
+
+def acquire(client: redis.Redis, token: bytes, ticket: int) -> list[int]:
+    keys = [KEYS.lock, KEYS.fence, KEYS.queue, KEYS.handoff]
+    args = [token, LEASE, 1, WINDOW, CHANNELS, ticket, b"R"]
+    return [int(x) for x in client.eval(ACQUIRE.source, 4, *keys, *args)]
+
+
+def release(client: redis.Redis, token: bytes, *, leave: bool = False) -> int:
+    script = LEAVE if leave else RELEASE
+    keys = [KEYS.lock, KEYS.queue, KEYS.handoff, KEYS.fence]
+    return int(client.eval(script.source, 4, *keys, token, WINDOW, CHANNELS, b"R", 0, b"1"))
+
+
+@pytest.fixture
+def listen(client: redis.Redis) -> Iterator[Any]:
+    """Subscribe to the channels of the given process ids; returns a function reading them."""
+    pubsub = client.pubsub()
+
+    def start(*processes: bytes) -> Any:
+        pubsub.subscribe(*[CHANNELS + p for p in processes])
+        for _ in range(50):  # bounded: the confirmations
+            message = pubsub.get_message(timeout=0.1)
+            if message and message["type"] == "subscribe" and message["data"] == len(processes):
+                break
+
+        def messages() -> list[bytes]:
+            found = []
+            for _ in range(5):  # bounded: what the scripts just published
+                message = pubsub.get_message(timeout=0.05)
+                if message and message["type"] == "message":
+                    found.append(message["data"])
+            return found
+
+        return messages
+
+    yield start
+    pubsub.close()
+
+
+def reserved_for_head(client: redis.Redis) -> None:
+    """p1 holds the lock, p2 queues, p1 releases: the lock is reserved for p2."""
+    assert acquire(client, b"p1.a", 1)[0] == 1
+    assert acquire(client, b"p2.b", 2)[0] == 0
+    assert release(client, b"p1.a") == 1
+    assert (client.get(KEYS.handoff) or b"").startswith(b"p2.b ")
+
+
+def test_a_waiter_refused_by_a_reservation_learns_its_place(client: redis.Redis) -> None:
+    """Right behind the reserved head: rank 1 (it must check on the head); further back: 2."""
+    reserved_for_head(client)
+    status, ms, _now, rank = acquire(client, b"p3.c", 3)
+    assert (status, rank) == (2, 1) and 0 < ms <= WINDOW
+    status, ms, _now, rank = acquire(client, b"p4.d", 4)
+    assert (status, rank) == (2, 2) and 0 < ms <= WINDOW
+
+
+def test_a_held_lock_refuses_with_its_lease_and_no_place(client: redis.Redis) -> None:
+    """The reply of a refusal by a held lock is unchanged: status 0, the lease left, the time."""
+    assert acquire(client, b"p1.a", 1)[0] == 1
+    reply = acquire(client, b"p2.b", 2)
+    assert len(reply) == 3 and reply[0] == 0 and 0 < reply[1] <= LEASE
+
+
+def test_the_second_that_leaves_passes_the_watch_on(client: redis.Redis, listen: Any) -> None:
+    """p3 (right behind the reserved head p2) leaves: p4, second now, is told N with the time
+    the reservation has left, so a dead p2 is still skipped when its turn ends."""
+    reserved_for_head(client)
+    acquire(client, b"p3.c", 3)
+    acquire(client, b"p4.d", 4)
+    messages = listen(b"p4")
+    assert release(client, b"p3.c", leave=True) == 1
+    told = messages()
+    assert len(told) == 1 and told[0].startswith(b"Np4.d ")
+    assert 0 < int(told[0].split(b" ")[1]) <= WINDOW
+
+
+def test_twin_a_waiter_further_back_that_leaves_tells_nobody_new(
+    client: redis.Redis, listen: Any
+) -> None:
+    """The twin: when p4 leaves, the second (p3) stays the same; the N goes to p3, who knew
+    (harmless), and p5 hears nothing: the message above is the leave's doing, for the new
+    second only."""
+    reserved_for_head(client)
+    for i, p in enumerate((b"p3.c", b"p4.d", b"p5.e")):
+        acquire(client, p, 3 + i)
+    messages = listen(b"p5")
+    assert release(client, b"p4.d", leave=True) == 1
+    assert messages() == []
