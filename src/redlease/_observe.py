@@ -146,6 +146,7 @@ _REASONS = {
     "expired": "it ran out while renewals got no answer",
     "release": "release() found it gone (its lease ran out, or it was taken)",
     "extend": "extend() found it gone (its lease ran out, or it was taken)",
+    "arrival": "it ran out before acquire() could return it: not returned as held",
 }
 
 

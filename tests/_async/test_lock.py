@@ -14,6 +14,7 @@ import redlease._async.client as backend_module
 import redlease.asyncio as redlease
 from redlease._async.client import TRUSTED
 from redlease._async.runtime import runtime_for
+from redlease._core.lease import Holding
 from redlease._core.lock import LockKeys
 from redlease.server import RedisServer
 from tests._async.helpers import wait_until
@@ -322,6 +323,45 @@ async def test_without_watchdog_the_lease_runs_out(async_client: redis.asyncio.R
     with pytest.raises(redlease.LockLost):
         await lock.release()
     assert lost == []  # no watchdog, nobody to notice early
+
+
+async def paused_after_the_grant(
+    lock: Any, monkeypatch: pytest.MonkeyPatch, pause: float
+) -> tuple[bool, bool, int | None]:
+    """``acquire()`` with the process paused for ``pause`` s between its first grant and its
+    return: (returned True, owned at the return, fence)."""
+    original = type(lock)._acquire
+    paused: list[float] = []
+
+    async def slow(self: Any, owner: Any, deadline: float | None) -> Any:
+        holding = await original(self, owner, deadline)
+        if holding is not None and not paused:
+            paused.append(pause)
+            await AsyncTasks.sleep(pause)  # a stall, or servers slow to answer the rest
+        return holding
+
+    monkeypatch.setattr(type(lock), "_acquire", slow)
+    got = await lock.acquire(timeout=10)
+    return got, await lock.owned(), lock.fence
+
+
+async def test_a_lease_that_ran_out_before_acquire_returned_is_not_returned(
+    async_client: redis.asyncio.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lock = redlease.Lock(async_client, "arrival", ttl=0.3)
+    got, owned, fence = await paused_after_the_grant(lock, monkeypatch, 0.5)
+    assert got and owned and fence == 2  # taken again, with a live lease
+    await lock.release()
+
+
+async def test_twin_without_the_check_acquire_returns_a_lease_already_over(
+    async_client: redis.asyncio.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check above catches an acquire() that returns whatever it was granted."""
+    monkeypatch.setattr(Holding, "ran_out", lambda self, now: False)
+    lock = redlease.Lock(async_client, "arrival", ttl=0.3)
+    got, owned, _ = await paused_after_the_grant(lock, monkeypatch, 0.5)
+    assert got and not owned  # fails the check above: True, yet not held
 
 
 async def test_watchdog_reports_a_lost_lock(async_client: redis.asyncio.Redis) -> None:

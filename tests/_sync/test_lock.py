@@ -15,6 +15,7 @@ import redlease._sync.client as backend_module
 import redlease as redlease
 from redlease._sync.client import TRUSTED
 from redlease._sync.runtime import runtime_for
+from redlease._core.lease import Holding
 from redlease._core.lock import LockKeys
 from redlease.server import RedisServer
 from tests._sync.helpers import wait_until
@@ -323,6 +324,45 @@ def test_without_watchdog_the_lease_runs_out(client: redis.Redis) -> None:
     with pytest.raises(redlease.LockLost):
         lock.release()
     assert lost == []  # no watchdog, nobody to notice early
+
+
+def paused_after_the_grant(
+    lock: Any, monkeypatch: pytest.MonkeyPatch, pause: float
+) -> tuple[bool, bool, int | None]:
+    """``acquire()`` with the process paused for ``pause`` s between its first grant and its
+    return: (returned True, owned at the return, fence)."""
+    original = type(lock)._acquire
+    paused: list[float] = []
+
+    def slow(self: Any, owner: Any, deadline: float | None) -> Any:
+        holding = original(self, owner, deadline)
+        if holding is not None and not paused:
+            paused.append(pause)
+            Tasks.sleep(pause)  # a stall, or servers slow to answer the rest
+        return holding
+
+    monkeypatch.setattr(type(lock), "_acquire", slow)
+    got = lock.acquire(timeout=10)
+    return got, lock.owned(), lock.fence
+
+
+def test_a_lease_that_ran_out_before_acquire_returned_is_not_returned(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lock = redlease.Lock(client, "arrival", ttl=0.3)
+    got, owned, fence = paused_after_the_grant(lock, monkeypatch, 0.5)
+    assert got and owned and fence == 2  # taken again, with a live lease
+    lock.release()
+
+
+def test_twin_without_the_check_acquire_returns_a_lease_already_over(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check above catches an acquire() that returns whatever it was granted."""
+    monkeypatch.setattr(Holding, "ran_out", lambda self, now: False)
+    lock = redlease.Lock(client, "arrival", ttl=0.3)
+    got, owned, _ = paused_after_the_grant(lock, monkeypatch, 0.5)
+    assert got and not owned  # fails the check above: True, yet not held
 
 
 def test_watchdog_reports_a_lost_lock(client: redis.Redis) -> None:

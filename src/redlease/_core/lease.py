@@ -97,6 +97,10 @@ class Holding:
         """Neither released nor known to be lost."""
         return not (self.lost or self.released)
 
+    def ran_out(self, now: float) -> bool:
+        """Whether the lease has surely run out at ``now`` (monotonic clock)."""
+        return self.expires_at <= now
+
     def extended(self, sent_at: float, ttl_ms: int) -> None:
         """Record a successful extend/renew that was sent at ``sent_at``."""
         self.ttl_ms = ttl_ms

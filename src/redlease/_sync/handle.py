@@ -137,7 +137,7 @@ class Handle:
         runtime = self._runtime()
         now = time.monotonic()
         current = runtime.holdings.get(self._keys.lock)
-        if current is not None and current.expires_at <= now:
+        if current is not None and current.ran_out(now):
             current.lost = True  # its lease surely ran out (no watchdog): not held any more
         self._forget_lapsed(owner, now)
         if current is not None and current.owner is owner and current.active:
@@ -153,7 +153,17 @@ class Handle:
         if not self._mutex.acquire(_left(deadline)):
             return False
         try:
-            holding = self._acquire(owner, deadline)
+            while True:
+                holding = self._acquire(owner, deadline)
+                if holding is None or not holding.ran_out(time.monotonic()):
+                    break
+                # Granted, but its lease ran out before acquire() could return it (a pause,
+                # or servers that took longer than the lease to answer the rest): never
+                # returned as held. The keys have expired with it; try again in the time left.
+                _observe.lost(holding, "arrival")
+                if deadline is not None and time.monotonic() >= deadline:
+                    holding = None
+                    break
         except BaseException:
             self._mutex.release()
             raise
@@ -178,7 +188,7 @@ class Handle:
         holding = self._holding
         if holding is None or holding.owner is not owner:
             return
-        if holding.active and holding.expires_at > now:
+        if holding.active and not holding.ran_out(now):
             return
         holding.lost = True
         runtime = self._runtime()
