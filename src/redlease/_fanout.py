@@ -51,7 +51,7 @@ from redis.exceptions import TimeoutError
 
 from ._core.scripts import Script
 
-__all__ = ["LATE", "NOT_YET", "AsyncFanOut", "Call", "FanOut", "Late"]
+__all__ = ["LATE", "NOT_YET", "AsyncFanOut", "Call", "FanOut", "Late", "Unsent"]
 
 Call = tuple[Any, Script, Sequence[bytes], Sequence[Any]]
 """One server's part: (backend, script, keys, args)."""
@@ -94,6 +94,21 @@ class Late(TimeoutError):
         """Drop the references to the call (an error kept for a report keeps no connection
         alive); :meth:`AsyncFanOut.follow` cannot be used afterwards."""
         self.backend = self.pending = self.task = self.slot = None
+
+
+class Unsent(Late):
+    """sync: a call never sent. Its server was known down or late, had no connection open,
+    and the others answered enough (or the deadline passed) before it would have been
+    connected: a vote not cast, and nothing ran there (nothing to undo or follow)."""
+
+    def __init__(self, backend: Any) -> None:
+        super().__init__("not sent: known not to answer, and not needed", backend, None)
+
+
+def _unreachable(backend: Any) -> bool:
+    """sync: a call on ``backend`` would first open a connection without the connect grace
+    (its server is known down or late), so its handshake would hold up the round."""
+    return not backend.idle() and not backend.cold()
 
 
 class _Slot:
@@ -321,42 +336,31 @@ class FanOut:
             _collect(backend)
         started = time.monotonic()
         results: list[Any] = [None] * len(calls)
-        sent: dict[int, tuple[int, Any, Any]] = {}  # socket fd -> (index, backend, pending)
         packs = _packs(calls)
-        order: Sequence[int] = range(len(calls))
-        if not all(call[0].idle() for call in calls):
+        # A server known down or late with no connection open would make the round wait its
+        # handshake before the next one is even sent (no threads: one at a time): it is
+        # connected last, and only if the others did not give ``enough`` before the deadline.
+        first = [i for i in range(len(calls)) if not _unreachable(calls[i][0])]
+        last = [i for i in range(len(calls)) if _unreachable(calls[i][0])]
+        if len(first) < len(calls) or not all(calls[i][0].idle() for i in first):
             # Servers with a connection open first: opening one (its own timeout) delays the
             # rest.
-            order = sorted(order, key=lambda i: not calls[i][0].idle())
-        for i in order:
-            (backend, script, keys, args), packed = calls[i], packs[i]
-            try:
-                earlier = _earlier(backend)
-                if earlier is None:
-                    pending = backend.send(script, keys, args, packed)
-                else:  # behind this server's late call: its calls run in order
-                    pending = backend.behind(earlier, script, keys, args, packed)
-            except Exception as exc:
-                results[i] = exc
-                continue
-            sent[_fileno(pending)] = (i, backend, pending)
-        # Each reply has ``timeout`` from its own send (a connect may have been slow).
-        until = max((pending.sent_at for _, _, pending in sent.values()), default=0.0) + timeout
-        poller = _Poller(list(sent))
+            first.sort(key=lambda i: not calls[i][0].idle())
+        sent: dict[int, tuple[int, Any, Any]] = {}  # socket fd -> (index, backend, pending)
         try:
-            while sent and not (enough is not None and enough(results)):
-                # Past the deadline, one more look: replies already in still count.
-                ready = poller.ready(max(until - time.monotonic(), 0.0))
-                if not ready:
-                    break
-                for fd in ready:
-                    i, backend, pending = sent.pop(fd)
-                    poller.done(fd)
-                    try:
-                        results[i] = backend.receive(pending, timeout)
-                        backend.timely(True)
-                    except Exception as exc:
-                        results[i] = exc
+            until = FanOut._send(calls, packs, first, results, sent, started + timeout, timeout)
+            FanOut._read(sent, results, until, timeout, enough)
+            if last:
+                if sent or (enough is not None and enough(results)) or time.monotonic() >= until:
+                    for i in last:  # not needed, or no time left: never sent
+                        results[i] = Unsent(calls[i][0])
+                else:
+                    # One at a time, while the deadline lasts: a hung server's handshake
+                    # costs the round its deadline once, however many hang.
+                    until = FanOut._send(
+                        calls, packs, last, results, sent, until, timeout, cutoff=True
+                    )
+                    FanOut._read(sent, results, until, timeout, enough)
         except BaseException:  # interrupted: close the connections not read yet
             for _, other, unread in sent.values():
                 other.abandon(unread)
@@ -367,6 +371,66 @@ class FanOut:
         if not hold:
             FanOut.release(results)
         return results
+
+    @staticmethod
+    def _send(
+        calls: Sequence[Call],
+        packs: list[Any],
+        indices: list[int],
+        results: list[Any],
+        sent: dict[int, tuple[int, Any, Any]],
+        until: float,
+        timeout: float,
+        *,
+        cutoff: bool = False,
+    ) -> float:
+        """Send the calls at ``indices`` (each behind its server's late call, if any); the
+        round's new deadline: ``timeout`` after the last send (a connect may have been slow),
+        or ``until`` if nothing was sent. ``cutoff``: once ``until`` has passed, the calls
+        not sent yet are not sent (:class:`Unsent`)."""
+        last_sent = None
+        for i in indices:
+            (backend, script, keys, args), packed = calls[i], packs[i]
+            if cutoff and time.monotonic() >= until:
+                results[i] = Unsent(backend)
+                continue
+            try:
+                earlier = _earlier(backend)
+                if earlier is None:
+                    pending = backend.send(script, keys, args, packed)
+                else:  # behind this server's late call: its calls run in order
+                    pending = backend.behind(earlier, script, keys, args, packed)
+            except Exception as exc:
+                results[i] = exc
+                continue
+            sent[_fileno(pending)] = (i, backend, pending)
+            last_sent = pending.sent_at
+        return until if last_sent is None else max(until - timeout, last_sent) + timeout
+
+    @staticmethod
+    def _read(
+        sent: dict[int, tuple[int, Any, Any]],
+        results: list[Any],
+        until: float,
+        timeout: float,
+        enough: Enough | None,
+    ) -> None:
+        """Read the replies of ``sent`` as they arrive, until ``until`` or ``enough``; what
+        is read leaves ``sent``."""
+        poller = _Poller(list(sent))
+        while sent and not (enough is not None and enough(results)):
+            # Past the deadline, one more look: replies already in still count.
+            ready = poller.ready(max(until - time.monotonic(), 0.0))
+            if not ready:
+                break
+            for fd in ready:
+                i, backend, pending = sent.pop(fd)
+                poller.done(fd)
+                try:
+                    results[i] = backend.receive(pending, timeout)
+                    backend.timely(True)
+                except Exception as exc:
+                    results[i] = exc
 
     @staticmethod
     def release(results: Sequence[Any]) -> None:

@@ -26,7 +26,7 @@ from .._core.lock import (
 )
 from .._core.scripts import Script
 from .._core.waiters import WAITERS, Outcome
-from .._fanout import NOT_YET, AsyncFanOut, Late
+from .._fanout import NOT_YET, AsyncFanOut, Late, Unsent
 from .._synchronization import AsyncBackground, AsyncShield
 from ..errors import QuorumUnavailable
 from .client import AsyncBackend, check_client
@@ -335,8 +335,10 @@ class AsyncRedlock(AsyncHandle):
                 )
                 holding.drift_ms = core.drift_ms(self._ttl_ms, self._drift_factor)
                 return holding, tally
-        # Not held: undo wherever it may have been granted, answered or not.
-        undo = sorted(set(tally.granted) | set(tally.errors))
+        # Not held: undo wherever it may have been granted, answered or not (not where the
+        # acquire was never sent).
+        unsent = {i for i, error in tally.errors.items() if isinstance(error, Unsent)}
+        undo = sorted((set(tally.granted) | set(tally.errors)) - unsent)
         if undo:
             await AsyncShield.cleanup(
                 lambda timeout: self._undo(token, undo, tally.errors),
@@ -365,8 +367,8 @@ class AsyncRedlock(AsyncHandle):
         leave_keys, leave_args = self._queue_args(token)
         rest = []
         for i, error in tally.errors.items():
-            if not isinstance(error, Late):
-                continue
+            if not isinstance(error, Late) or isinstance(error, Unsent):
+                continue  # (an unsent acquire ran nowhere)
             reply = await AsyncFanOut.arrived(error)
             if reply is NOT_YET:
                 if await AsyncFanOut.follow(error, FENCE, [keys.lock, keys.fence], [token, fence]):

@@ -27,7 +27,7 @@ from .._core.lock import (
 )
 from .._core.scripts import Script
 from .._core.waiters import WAITERS, Outcome
-from .._fanout import NOT_YET, FanOut, Late
+from .._fanout import NOT_YET, FanOut, Late, Unsent
 from .._synchronization import Background, Shield
 from ..errors import QuorumUnavailable
 from .client import Backend, check_client
@@ -336,8 +336,10 @@ class Redlock(Handle):
                 )
                 holding.drift_ms = core.drift_ms(self._ttl_ms, self._drift_factor)
                 return holding, tally
-        # Not held: undo wherever it may have been granted, answered or not.
-        undo = sorted(set(tally.granted) | set(tally.errors))
+        # Not held: undo wherever it may have been granted, answered or not (not where the
+        # acquire was never sent).
+        unsent = {i for i, error in tally.errors.items() if isinstance(error, Unsent)}
+        undo = sorted((set(tally.granted) | set(tally.errors)) - unsent)
         if undo:
             Shield.cleanup(
                 lambda timeout: self._undo(token, undo, tally.errors),
@@ -366,8 +368,8 @@ class Redlock(Handle):
         leave_keys, leave_args = self._queue_args(token)
         rest = []
         for i, error in tally.errors.items():
-            if not isinstance(error, Late):
-                continue
+            if not isinstance(error, Late) or isinstance(error, Unsent):
+                continue  # (an unsent acquire ran nowhere)
             reply = FanOut.arrived(error)
             if reply is NOT_YET:
                 if FanOut.follow(error, FENCE, [keys.lock, keys.fence], [token, fence]):

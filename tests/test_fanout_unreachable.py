@@ -1,0 +1,65 @@
+"""sync only: servers known not to answer, with no connection open, cost a Redlock round
+nothing when the others give enough, and the round its deadline once when they do not.
+
+The sync fan-out has no threads: it used to open a connection to each such server in turn,
+each handshake waiting out ``server_timeout``, before the next server was even sent to (two
+hung servers: two deadlines per call). redlock5 saw worse: with a long ``server_timeout``, a
+waiter's acquire spent longer than the lease on them after its grant. asyncio opens its
+connections in parallel and needs none of this.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+import redlease
+from redlease import _fanout
+from redlease._fanout import LATE
+from redlease.server import RedisServer
+
+pytestmark = pytest.mark.timeout(60)
+SERVER_TIMEOUT = 1.0
+HUNG = (3, 4)
+
+
+def timed_with_two_hung(clients: list[Any], servers: list[RedisServer]) -> tuple[float, float]:
+    """Seconds an acquire and a release took, once servers HUNG are known not to answer and
+    their connections were closed (a late call's connection is closed after LATE)."""
+    lock = redlease.Redlock(clients, "unreachable", ttl=10.0, server_timeout=SERVER_TIMEOUT)
+    assert lock.acquire(blocking=False)
+    lock.release()  # every connection open
+    for i in HUNG:
+        servers[i].pause()
+    try:
+        assert lock.acquire(blocking=False)  # HUNG are late: known not to answer now
+        lock.release()
+        time.sleep(LATE + 0.2)  # their late calls' connections are closed at the next round
+        start = time.monotonic()
+        assert lock.acquire(blocking=False)
+        acquired = time.monotonic()
+        lock.release()
+        released = time.monotonic()
+    finally:
+        for i in HUNG:
+            servers[i].resume()
+    return acquired - start, released - acquired
+
+
+def test_servers_known_not_to_answer_are_not_waited_for(
+    redlock_clients: list[Any], redlock_servers: list[RedisServer]
+) -> None:
+    took, released = timed_with_two_hung(redlock_clients, redlock_servers)
+    # A majority answers at once: well under one deadline each (a generous bound).
+    assert took < SERVER_TIMEOUT and released < SERVER_TIMEOUT, (took, released)
+
+
+def test_twin_connecting_to_each_in_turn_costs_a_deadline_per_server(
+    redlock_clients: list[Any], redlock_servers: list[RedisServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check above catches a fan-out that opens their connections first, in turn."""
+    monkeypatch.setattr(_fanout, "_unreachable", lambda backend: False)
+    took, _ = timed_with_two_hung(redlock_clients, redlock_servers)
+    assert took >= len(HUNG) * SERVER_TIMEOUT * 0.9  # fails the check above
