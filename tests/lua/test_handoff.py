@@ -190,6 +190,56 @@ def test_twin_without_the_wait_the_barger_keeps_it(client: redis.Redis, listen: 
     assert not client.exists(KEYS.lock)
 
 
+def test_a_barging_grant_makes_the_next_waiter_head_with_one_message(
+    client: redis.Redis, listen: Any
+) -> None:
+    """A grant records the next waiter as the new head (since now) and tells it once, with
+    the barge time as its check: the grantee's own releases then wake nobody, and the first
+    release ``barge`` ms later grants the new head the lock."""
+    messages = listen(b"p2", b"p3")
+    acquire(client, b"p1.a", b"B")
+    acquire(client, b"p2.b", b"B")
+    acquire(client, b"p3.c", b"B")
+    release(client, b"p1.a", b"B", barge=50)  # p2 woken: F
+    time.sleep(0.06)
+    assert acquire(client, b"p1.again", b"B")[0] == 1
+    release(client, b"p1.again", b"B", barge=50)  # p2 waited its 50 ms: granted
+    assert client.get(KEYS.lock) == b"p2.b"
+    assert client.get(KEYS.handoff).split(b" ")[0] == b"p3.c"
+    # (a long barge from here on: p3's 50 ms must not run out while the test reads)
+    release(client, b"p2.b", b"B", barge=60_000)  # p3 is head already: no F
+    assert acquire(client, b"p2.again", b"B")[0] == 1
+    release(client, b"p2.again", b"B", barge=60_000)
+    assert [m.split(b" ") for m in messages()][1:] == [
+        [b"Gp2.b", b"3", str(WINDOW).encode(), mock_any()],
+        [b"Np3.c", b"50"],  # head now, and when to check on its own; nothing after
+    ]
+    assert acquire(client, b"p3.c", b"B")[0] == 1  # its own check takes the free lock
+    assert client.zcard(KEYS.queue) == 0 and not client.exists(KEYS.handoff)
+
+
+def test_twin_a_head_that_joined_behind_a_holder_is_woken_by_the_release(
+    client: redis.Redis, listen: Any
+) -> None:
+    """The twin: a head that did not become head by a grant has not been told anything, so the
+    release wakes it (F): the silence above is the grant's record and nothing else."""
+    messages = listen(b"p3")
+    acquire(client, b"p2.b", b"B")
+    acquire(client, b"p3.c", b"B")
+    release(client, b"p2.b", b"B", barge=50)
+    assert [m.split(b" ") for m in messages()] == [[b"Fp3.c", b"50"]]
+
+
+def mock_any() -> Any:
+    """Equal to anything (the server's clock in a message)."""
+
+    class _Any:
+        def __eq__(self, other: object) -> bool:
+            return True
+
+    return _Any()
+
+
 @pytest.mark.parametrize("tell", [b"1", b"0"])
 def test_a_quiet_reserving_release_reserves_without_a_message(
     client: redis.Redis, listen: Any, tell: bytes

@@ -25,6 +25,7 @@ from .._core.lock import (
     LEAVE,
     RELEASE,
     RENEW,
+    ROTATION_MS,
     LockInfo,
     decode_acquire,
     decode_inspect,
@@ -330,7 +331,7 @@ class AsyncLock(AsyncHandle):
         keys = self._keys
         return (
             [keys.lock, keys.queue, keys.handoff, keys.fence],
-            [token, self._window_ms, self._channels(), self._mode, BARGE_MS],
+            [token, self._window_ms, self._channels(), self._mode, BARGE_MS, b"1", ROTATION_MS],
         )
 
     def _channels(self) -> bytes:

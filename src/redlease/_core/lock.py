@@ -15,7 +15,8 @@ how a release passes the lock on (``lua/lock_lib.lua``):
 
 * :data:`FAIR` (``Lock``): the release grants it to the queue head directly;
 * :data:`BARGING` (``Lock(fair=False)``): the release frees it and wakes the head, and anyone
-  may take it; a head kept waiting :data:`BARGE_MS` is granted it at the next release;
+  may take it; a head kept waiting its turn (at most :data:`BARGE_MS`, shorter when many wait:
+  :data:`ROTATION_MS`) is granted it at the next release;
 * :data:`RESERVING` (``Redlock``): the release reserves it for the head, which takes it (N
   servers must agree on one holder, so no server may grant it on its own).
 """
@@ -46,6 +47,7 @@ __all__ = [
     "RENEW",
     "RESERVED",
     "RESERVING",
+    "ROTATION_MS",
     "LockInfo",
     "LockKeys",
     "Reply",
@@ -67,11 +69,16 @@ ACQUIRED, HELD, RESERVED = 1, 0, 2
 """Status codes of acquire.lua: taken / held by another (ms = its pttl) / reserved (ms left)."""
 FAIR, BARGING, RESERVING = b"G", b"B", b"R"
 """Hand-off modes of acquire.lua, release.lua and leave.lua (see above)."""
-BARGE_MS = 10
+BARGE_MS = 15
 """Barging mode: the longest a waiter at the head of the queue lets others take the lock
-before a release grants it the lock (ms). Short enough that nobody starves (16 processes on
-one lock: each waits at most ~16 of these), long enough that a process that releases and
-re-takes the lock at once mostly keeps it (that is where the throughput comes from)."""
+before a release grants it the lock (ms): long enough that a process that releases and
+re-takes the lock at once keeps it for a few dozen acquisitions (that is where the throughput
+comes from), short enough that nobody waits long. See :data:`ROTATION_MS`."""
+ROTATION_MS = 100
+"""Barging mode: the time the waiters queued when a new head is crowned share (ms): its turn
+is this divided by their number, between 1 ms and :data:`BARGE_MS`. So a whole queue turns
+over in about this much plus its hand-offs, however long it is (16 processes on one lock:
+turns of ~7 ms; 4 processes: turns of :data:`BARGE_MS`, fewer hand-offs, more throughput)."""
 FOREIGN = -3
 """inspect.lua's status for a key holding data redlease did not write."""
 

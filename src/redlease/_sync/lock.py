@@ -26,6 +26,7 @@ from .._core.lock import (
     LEAVE,
     RELEASE,
     RENEW,
+    ROTATION_MS,
     LockInfo,
     decode_acquire,
     decode_inspect,
@@ -331,7 +332,7 @@ class Lock(Handle):
         keys = self._keys
         return (
             [keys.lock, keys.queue, keys.handoff, keys.fence],
-            [token, self._window_ms, self._channels(), self._mode, BARGE_MS],
+            [token, self._window_ms, self._channels(), self._mode, BARGE_MS, b"1", ROTATION_MS],
         )
 
     def _channels(self) -> bytes:
