@@ -348,8 +348,11 @@ def contend_worker(
             results.put((wid, None, "never started", 0.0))
             return
         cpu0 = cpu_s()
-        rec = side.run(_contend_async(lock, end)) if side.is_async else _contend_sync(lock, end)
-        results.put((wid, rec.tobytes(), None, cpu_s() - cpu0))
+        if side.is_async:
+            rec, cpu1 = side.run(_contend_async(lock, end))
+        else:
+            rec, cpu1 = _contend_sync(lock, end)
+        results.put((wid, rec.tobytes(), None, cpu1 - cpu0))
     except BaseException as exc:
         text = error_text(exc)
         events.put(("error", text))
@@ -359,12 +362,20 @@ def contend_worker(
             side.close()
 
 
-def _contend_sync(lock: Any, end: int) -> array:
-    """The loop until ``end``: (t_call, t_acq, t_rel) of every hold."""
+TAIL_NS = 500_000_000
+"""After the window, each worker goes on (unrecorded) this long: the last calls it recorded
+(made before the end, acquired after it) then wait under the same contention as every other
+call, not while the other workers wind down and exit, which stretched the longest wait of
+every library (at the end of the window, on 2 cores)."""
+
+
+def _contend_sync(lock: Any, end: int) -> tuple[array, float]:
+    """The loop: (t_call, t_acq, t_rel) of every hold whose call came before ``end``, and the
+    worker's CPU seconds when the last of them was released."""
     rec = array("q")
     acquire, release = lock.acquire, lock.release
-    while now_ns() < end:
-        t_call = now_ns()
+    cpu = None
+    while (t_call := now_ns()) < end + TAIL_NS:
         ok = acquire()
         t_acq = now_ns()
         # the critical section: nothing but the two clock reads
@@ -372,23 +383,29 @@ def _contend_sync(lock: Any, end: int) -> array:
         if not ok:
             continue  # cannot happen without a timeout; counted as no hold
         release()
-        rec.extend((t_call, t_acq, t_rel))
-    return rec
+        if t_call < end:
+            rec.extend((t_call, t_acq, t_rel))
+        elif cpu is None:
+            cpu = cpu_s()
+    return rec, cpu_s() if cpu is None else cpu
 
 
-async def _contend_async(lock: Any, end: int) -> array:
+async def _contend_async(lock: Any, end: int) -> tuple[array, float]:
     """The same loop for an asyncio library, inside one task."""
     rec = array("q")
-    while now_ns() < end:
-        t_call = now_ns()
+    cpu = None
+    while (t_call := now_ns()) < end + TAIL_NS:
         ok = await lock.acquire()
         t_acq = now_ns()
         t_rel = now_ns()
         if not ok:
             continue
         await lock.release()
-        rec.extend((t_call, t_acq, t_rel))
-    return rec
+        if t_call < end:
+            rec.extend((t_call, t_acq, t_rel))
+        elif cpu is None:
+            cpu = cpu_s()
+    return rec, cpu_s() if cpu is None else cpu
 
 
 def waiter_worker(

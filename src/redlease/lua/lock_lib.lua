@@ -140,7 +140,11 @@ local function barge(lock, fence, queue, handoff, channels, claim_ms, barge_ms, 
       since, turn = string.match(string.sub(record, #head + 2), '^(%d+) (%d+)$')
     end
     if since then
-      if now - tonumber(since) >= tonumber(turn) then
+      -- A turn only ever shrinks (the queue grew since it began: the first heads of a crowd
+      -- must not keep the long turns of a short queue); a longer one would pass its own
+      -- check, which is what takes a lock left free.
+      turn = math.min(tonumber(turn), turn_ms(queue, barge_ms, rotation_ms))
+      if now - tonumber(since) >= turn then
         redis.call('DEL', handoff)
         grant(lock, fence, queue, channels, claim_ms, nil, handoff, barge_ms, rotation_ms)
       end
