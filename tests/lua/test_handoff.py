@@ -29,11 +29,18 @@ def acquire(client: redis.Redis, token: bytes, mode: bytes, join: bool = True) -
 
 
 def release(
-    client: redis.Redis, token: bytes, mode: bytes, barge: int = 0, *, leave: bool = False
+    client: redis.Redis,
+    token: bytes,
+    mode: bytes,
+    barge: int = 0,
+    *,
+    leave: bool = False,
+    rotation: int = 0,
 ) -> int:
     script = LEAVE if leave else RELEASE
     keys = [KEYS.lock, KEYS.queue, KEYS.handoff, KEYS.fence]
-    return int(client.eval(script.source, 4, *keys, token, WINDOW, CHANNELS, mode, barge))
+    args = [token, WINDOW, CHANNELS, mode, barge, b"1", rotation]
+    return int(client.eval(script.source, 4, *keys, *args))
 
 
 @pytest.fixture
@@ -190,54 +197,47 @@ def test_twin_without_the_wait_the_barger_keeps_it(client: redis.Redis, listen: 
     assert not client.exists(KEYS.lock)
 
 
-def test_a_barging_grant_makes_the_next_waiter_head_with_one_message(
-    client: redis.Redis, listen: Any
-) -> None:
-    """A grant records the next waiter as the new head (since now) and tells it once, with
-    the barge time as its check: the grantee's own releases then wake nobody, and the first
-    release ``barge`` ms later grants the new head the lock."""
-    messages = listen(b"p2", b"p3")
+def test_a_crowd_shares_the_rotation_in_shorter_turns(client: redis.Redis, listen: Any) -> None:
+    """With a rotation, the head's turn is the rotation shared by the waiters queued (here
+    50 ms among 10: 5 ms), at most ``barge`` ms: a long queue still turns over quickly."""
+    messages = listen(b"p2")
     acquire(client, b"p1.a", b"B")
-    acquire(client, b"p2.b", b"B")
-    acquire(client, b"p3.c", b"B")
-    release(client, b"p1.a", b"B", barge=50)  # p2 woken: F
-    time.sleep(0.06)
-    assert acquire(client, b"p1.again", b"B")[0] == 1
-    release(client, b"p1.again", b"B", barge=50)  # p2 waited its 50 ms: granted
-    assert client.get(KEYS.lock) == b"p2.b"
-    assert client.get(KEYS.handoff).split(b" ")[0] == b"p3.c"
-    # (a long barge from here on: p3's 50 ms must not run out while the test reads)
-    release(client, b"p2.b", b"B", barge=60_000)  # p3 is head already: no F
-    assert acquire(client, b"p2.again", b"B")[0] == 1
-    release(client, b"p2.again", b"B", barge=60_000)
-    assert [m.split(b" ") for m in messages()][1:] == [
-        [b"Gp2.b", b"3", str(WINDOW).encode(), mock_any()],
-        [b"Np3.c", b"50"],  # head now, and when to check on its own; nothing after
-    ]
-    assert acquire(client, b"p3.c", b"B")[0] == 1  # its own check takes the free lock
-    assert client.zcard(KEYS.queue) == 0 and not client.exists(KEYS.handoff)
+    for i in range(10):
+        acquire(client, b"p2.%d" % i, b"B")
+    release(client, b"p1.a", b"B", barge=10, rotation=50)
+    assert [m.split(b" ") for m in messages()] == [[b"Fp2.0", b"5"]]
+    assert client.get(KEYS.handoff).split(b" ")[::2] == [b"p2.0", b"5"]
 
 
-def test_twin_a_head_that_joined_behind_a_holder_is_woken_by_the_release(
+def test_twin_without_a_rotation_the_turn_is_the_barge_time(
     client: redis.Redis, listen: Any
 ) -> None:
-    """The twin: a head that did not become head by a grant has not been told anything, so the
-    release wakes it (F): the silence above is the grant's record and nothing else."""
-    messages = listen(b"p3")
-    acquire(client, b"p2.b", b"B")
-    acquire(client, b"p3.c", b"B")
-    release(client, b"p2.b", b"B", barge=50)
-    assert [m.split(b" ") for m in messages()] == [[b"Fp3.c", b"50"]]
+    """The twin: the same crowd without a rotation waits the whole ``barge`` ms per head."""
+    messages = listen(b"p2")
+    acquire(client, b"p1.a", b"B")
+    for i in range(10):
+        acquire(client, b"p2.%d" % i, b"B")
+    release(client, b"p1.a", b"B", barge=10)
+    assert [m.split(b" ") for m in messages()] == [[b"Fp2.0", b"10"]]
 
 
-def mock_any() -> Any:
-    """Equal to anything (the server's clock in a message)."""
-
-    class _Any:
-        def __eq__(self, other: object) -> bool:
-            return True
-
-    return _Any()
+@pytest.mark.parametrize("crowd", [True, False])
+def test_a_turn_shrinks_when_the_queue_grows(client: redis.Redis, listen: Any, crowd: bool) -> None:
+    """A head woken alone gets a long turn (1000 ms of a 1000 ms rotation); when nine more
+    queue behind it, its turn is a tenth (100 ms), so a release 150 ms on grants it the lock.
+    The twin (``crowd=False``): nobody joins, its 1000 ms turn runs on, and the same release
+    leaves the lock free."""
+    listen(b"p2")
+    acquire(client, b"p1.a", b"B")
+    acquire(client, b"p2.head", b"B")
+    release(client, b"p1.a", b"B", barge=1000, rotation=1000)  # F: a turn of 1000 ms
+    assert acquire(client, b"p1.b", b"B")[0] == 1  # the releaser barges back in
+    if crowd:
+        for i in range(9):
+            acquire(client, b"p2.%d" % i, b"B")
+    time.sleep(0.15)
+    release(client, b"p1.b", b"B", barge=1000, rotation=1000)
+    assert client.get(KEYS.lock) == (b"p2.head" if crowd else None)
 
 
 @pytest.mark.parametrize("tell", [b"1", b"0"])

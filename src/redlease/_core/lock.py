@@ -69,16 +69,19 @@ ACQUIRED, HELD, RESERVED = 1, 0, 2
 """Status codes of acquire.lua: taken / held by another (ms = its pttl) / reserved (ms left)."""
 FAIR, BARGING, RESERVING = b"G", b"B", b"R"
 """Hand-off modes of acquire.lua, release.lua and leave.lua (see above)."""
-BARGE_MS = 15
+BARGE_MS = 10
 """Barging mode: the longest a waiter at the head of the queue lets others take the lock
 before a release grants it the lock (ms): long enough that a process that releases and
-re-takes the lock at once keeps it for a few dozen acquisitions (that is where the throughput
-comes from), short enough that nobody waits long. See :data:`ROTATION_MS`."""
-ROTATION_MS = 100
+re-takes the lock at once keeps it for a dozen or more acquisitions (that is where the
+throughput comes from), short enough that nobody waits long. See :data:`ROTATION_MS`."""
+ROTATION_MS = 150
 """Barging mode: the time the waiters queued when a new head is crowned share (ms): its turn
-is this divided by their number, between 1 ms and :data:`BARGE_MS`. So a whole queue turns
-over in about this much plus its hand-offs, however long it is (16 processes on one lock:
-turns of ~7 ms; 4 processes: turns of :data:`BARGE_MS`, fewer hand-offs, more throughput)."""
+is this divided by their number, between 1 ms and :data:`BARGE_MS`. Up to 15 waiters each
+head gets the full :data:`BARGE_MS`; a larger crowd gets shorter turns, so that the whole
+queue still turns over in about this much plus its hand-offs. (Shorter turns cost more
+hand-offs than they save in waiting on this machine: 100 ms, turns of ~7 ms with 16
+processes, measured 0.5-0.95x the acquisitions/s of 10 ms turns for a longest wait that
+was no shorter in the noise of a loaded 2-core machine.)"""
 FOREIGN = -3
 """inspect.lua's status for a key holding data redlease did not write."""
 
