@@ -311,6 +311,20 @@ def _server_cpu(probe: Any) -> float:
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
+# Commands counted per acquisition in section 2 (INFO commandstats; commands a script runs
+# count too): scripts, wake-up messages, queue joins (a refused attempt of a blocked waiter).
+COUNTED = {"evalsha": "scripts", "publish": "PUBLISH", "spublish": "PUBLISH", "zadd": "ZADD"}
+
+
+def _server_counters(probe: Any) -> tuple[float, dict[str, int]]:
+    """The server's CPU seconds, and its calls of each command in :data:`COUNTED`."""
+    stats = probe.info("commandstats")
+    calls = {name: 0 for name in set(COUNTED.values())}
+    for command, label in COUNTED.items():
+        calls[label] += int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
+    return _server_cpu(probe), calls
+
+
 # -- child processes (the plumbing is in _common.py) ---------------------------------------
 
 
@@ -334,8 +348,11 @@ def contend_worker(
             results.put((wid, None, "never started", 0.0))
             return
         cpu0 = cpu_s()
-        rec = side.run(_contend_async(lock, end)) if side.is_async else _contend_sync(lock, end)
-        results.put((wid, rec.tobytes(), None, cpu_s() - cpu0))
+        if side.is_async:
+            rec, cpu1 = side.run(_contend_async(lock, end))
+        else:
+            rec, cpu1 = _contend_sync(lock, end)
+        results.put((wid, rec.tobytes(), None, cpu1 - cpu0))
     except BaseException as exc:
         text = error_text(exc)
         events.put(("error", text))
@@ -345,12 +362,20 @@ def contend_worker(
             side.close()
 
 
-def _contend_sync(lock: Any, end: int) -> array:
-    """The loop until ``end``: (t_call, t_acq, t_rel) of every hold."""
+TAIL_NS = 500_000_000
+"""After the window, each worker goes on (unrecorded) this long: the last calls it recorded
+(made before the end, acquired after it) then wait under the same contention as every other
+call, not while the other workers wind down and exit, which stretched the longest wait of
+every library (at the end of the window, on 2 cores)."""
+
+
+def _contend_sync(lock: Any, end: int) -> tuple[array, float]:
+    """The loop: (t_call, t_acq, t_rel) of every hold whose call came before ``end``, and the
+    worker's CPU seconds when the last of them was released."""
     rec = array("q")
     acquire, release = lock.acquire, lock.release
-    while now_ns() < end:
-        t_call = now_ns()
+    cpu = None
+    while (t_call := now_ns()) < end + TAIL_NS:
         ok = acquire()
         t_acq = now_ns()
         # the critical section: nothing but the two clock reads
@@ -358,23 +383,29 @@ def _contend_sync(lock: Any, end: int) -> array:
         if not ok:
             continue  # cannot happen without a timeout; counted as no hold
         release()
-        rec.extend((t_call, t_acq, t_rel))
-    return rec
+        if t_call < end:
+            rec.extend((t_call, t_acq, t_rel))
+        elif cpu is None:
+            cpu = cpu_s()
+    return rec, cpu_s() if cpu is None else cpu
 
 
-async def _contend_async(lock: Any, end: int) -> array:
+async def _contend_async(lock: Any, end: int) -> tuple[array, float]:
     """The same loop for an asyncio library, inside one task."""
     rec = array("q")
-    while now_ns() < end:
-        t_call = now_ns()
+    cpu = None
+    while (t_call := now_ns()) < end + TAIL_NS:
         ok = await lock.acquire()
         t_acq = now_ns()
         t_rel = now_ns()
         if not ok:
             continue
         await lock.release()
-        rec.extend((t_call, t_acq, t_rel))
-    return rec
+        if t_call < end:
+            rec.extend((t_call, t_acq, t_rel))
+        elif cpu is None:
+            cpu = cpu_s()
+    return rec, cpu_s() if cpu is None else cpu
 
 
 def waiter_worker(
@@ -632,7 +663,7 @@ def bench_contended(cfg: Config, ctx: Any, lib: str, nproc: int, run_id: str) ->
             (lib, cfg.url, name),
             nproc,
             cfg.contend_seconds,
-            lambda: sum(_server_cpu(probe) for probe in probes),
+            lambda: [_server_counters(probe) for probe in probes],
         )
     finally:
         for probe in probes:
@@ -641,7 +672,12 @@ def bench_contended(cfg: Config, ctx: Any, lib: str, nproc: int, run_id: str) ->
     per_proc = per_process_counts(holds, nproc, window.start, window.end)
     throughput = throughput_figures(per_proc, cfg.contend_seconds)
     client_cpu = sum(r[3] for r in window.reports)
-    server_cpu = window.after - window.before
+    ends = list(zip(window.before, window.after, strict=True))
+    server_cpu = sum(after[0] - before[0] for before, after in ends)
+    calls = {
+        label: sum(after[1][label] - before[1][label] for before, after in ends)
+        for label in sorted(set(COUNTED.values()))
+    }
     row: dict[str, Any] = {
         "processes": nproc,
         "seconds": cfg.contend_seconds,
@@ -652,6 +688,9 @@ def bench_contended(cfg: Config, ctx: Any, lib: str, nproc: int, run_id: str) ->
         "per_process": per_proc,
         **cpu_figures(client_cpu, server_cpu, holds, throughput["acquisitions"]),
         **exclusion_figures(holds),
+        **{
+            f"{label}_per_acq": n / max(1, throughput["acquisitions"]) for label, n in calls.items()
+        },
     }
     return add_errors(row, worker_errors(window.reports, nproc))
 
@@ -904,6 +943,10 @@ def _report_contended(cfg: Config, data: dict[str, Any], failed: list[str]) -> N
                     f"{row['per_process_min']}/{row['per_process_max']}",
                     fmt(row.get("client_cpu_us_per_acq"), ",.0f"),
                     fmt(row.get("server_cpu_us_per_acq"), ",.0f"),
+                    "/".join(
+                        fmt(row.get(f"{label}_per_acq"), ".2f")
+                        for label in ("scripts", "PUBLISH", "ZADD")
+                    ),
                     exclusion_verdict(row, f"{LIBS[lib]} N={n}", f"{lib} N={n}", loud, failed),
                 ]
             )
@@ -918,10 +961,11 @@ def _report_contended(cfg: Config, data: dict[str, Any], failed: list[str]) -> N
             "per-proc min/max",
             "client CPU us/acq",
             "server CPU us/acq",
+            "scripts/PUBLISH/ZADD per acq",
             "exclusion",
         ],
         rows,
-        "lrrrrrrrrl",
+        "lrrrrrrrrrl",
     )
     print_violations(loud)
     _print_against_peer(cfg, data["contended"])
@@ -1078,6 +1122,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"comma-separated subset of: {', '.join(LIBS)}",
     )
     p.add_argument(
+        "--sizes",
+        default=None,
+        help="comma-separated numbers of processes for section 2 (default: 4,16)",
+    )
+    p.add_argument(
         "--sections",
         default="1,2,3,4",
         help="comma-separated subset of the sections 1,2,3,4 to run",
@@ -1145,6 +1194,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         cfg = Config(url, False, libs, 3000, 300, 10, (4, 16), 3.0, 8, 2.5, 0.5, 3.0)
 
+    if args.sizes:
+        cfg.contend_sizes = tuple(int(n) for n in args.sizes.split(","))
     run_id = secrets.token_hex(4)
     data: dict[str, Any] = {
         "env": _environment(cfg),

@@ -29,11 +29,18 @@ def acquire(client: redis.Redis, token: bytes, mode: bytes, join: bool = True) -
 
 
 def release(
-    client: redis.Redis, token: bytes, mode: bytes, barge: int = 0, *, leave: bool = False
+    client: redis.Redis,
+    token: bytes,
+    mode: bytes,
+    barge: int = 0,
+    *,
+    leave: bool = False,
+    rotation: int = 0,
 ) -> int:
     script = LEAVE if leave else RELEASE
     keys = [KEYS.lock, KEYS.queue, KEYS.handoff, KEYS.fence]
-    return int(client.eval(script.source, 4, *keys, token, WINDOW, CHANNELS, mode, barge))
+    args = [token, WINDOW, CHANNELS, mode, barge, b"1", rotation]
+    return int(client.eval(script.source, 4, *keys, *args))
 
 
 @pytest.fixture
@@ -188,6 +195,49 @@ def test_twin_without_the_wait_the_barger_keeps_it(client: redis.Redis, listen: 
     assert acquire(client, b"p1.again", b"B")[0] == 1
     release(client, b"p1.again", b"B", barge=60_000)
     assert not client.exists(KEYS.lock)
+
+
+def test_a_crowd_shares_the_rotation_in_shorter_turns(client: redis.Redis, listen: Any) -> None:
+    """With a rotation, the head's turn is the rotation shared by the waiters queued (here
+    50 ms among 10: 5 ms), at most ``barge`` ms: a long queue still turns over quickly."""
+    messages = listen(b"p2")
+    acquire(client, b"p1.a", b"B")
+    for i in range(10):
+        acquire(client, b"p2.%d" % i, b"B")
+    release(client, b"p1.a", b"B", barge=10, rotation=50)
+    assert [m.split(b" ") for m in messages()] == [[b"Fp2.0", b"5"]]
+    assert client.get(KEYS.handoff).split(b" ")[::2] == [b"p2.0", b"5"]
+
+
+def test_twin_without_a_rotation_the_turn_is_the_barge_time(
+    client: redis.Redis, listen: Any
+) -> None:
+    """The twin: the same crowd without a rotation waits the whole ``barge`` ms per head."""
+    messages = listen(b"p2")
+    acquire(client, b"p1.a", b"B")
+    for i in range(10):
+        acquire(client, b"p2.%d" % i, b"B")
+    release(client, b"p1.a", b"B", barge=10)
+    assert [m.split(b" ") for m in messages()] == [[b"Fp2.0", b"10"]]
+
+
+@pytest.mark.parametrize("crowd", [True, False])
+def test_a_turn_shrinks_when_the_queue_grows(client: redis.Redis, listen: Any, crowd: bool) -> None:
+    """A head woken alone gets a long turn (1000 ms of a 1000 ms rotation); when nine more
+    queue behind it, its turn is a tenth (100 ms), so a release 150 ms on grants it the lock.
+    The twin (``crowd=False``): nobody joins, its 1000 ms turn runs on, and the same release
+    leaves the lock free."""
+    listen(b"p2")
+    acquire(client, b"p1.a", b"B")
+    acquire(client, b"p2.head", b"B")
+    release(client, b"p1.a", b"B", barge=1000, rotation=1000)  # F: a turn of 1000 ms
+    assert acquire(client, b"p1.b", b"B")[0] == 1  # the releaser barges back in
+    if crowd:
+        for i in range(9):
+            acquire(client, b"p2.%d" % i, b"B")
+    time.sleep(0.15)
+    release(client, b"p1.b", b"B", barge=1000, rotation=1000)
+    assert client.get(KEYS.lock) == (b"p2.head" if crowd else None)
 
 
 @pytest.mark.parametrize("tell", [b"1", b"0"])

@@ -25,6 +25,7 @@ from .._core.lock import (
     LEAVE,
     RELEASE,
     RENEW,
+    ROTATION_MS,
     LockInfo,
     decode_acquire,
     decode_inspect,
@@ -110,8 +111,9 @@ class AsyncLock(AsyncHandle):
             (barging, Redisson's default): a release frees the lock and wakes the first
             waiter, and whoever comes first takes it, so a process that releases and
             re-acquires at once mostly keeps it: more acquisitions per second, less order. A
-            waiter that has been first in line for 10 ms is then granted it at the next
-            release, so nobody starves. Use the same ``fair`` for every handle of one name.
+            waiter that has been first in line for its turn (10 ms; shorter when more than
+            15 wait: 150 ms shared by the waiters) is then granted it at the next release, so
+            nobody starves. Use the same ``fair`` for every handle of one name.
         :param wait_replicas: after taking the lock, wait until this many replicas
             acknowledged it (``WAIT``, on the connection that ran the acquire script); if fewer
             do within ``wait_timeout``, release it and raise
@@ -330,7 +332,7 @@ class AsyncLock(AsyncHandle):
         keys = self._keys
         return (
             [keys.lock, keys.queue, keys.handoff, keys.fence],
-            [token, self._window_ms, self._channels(), self._mode, BARGE_MS],
+            [token, self._window_ms, self._channels(), self._mode, BARGE_MS, b"1", ROTATION_MS],
         )
 
     def _channels(self) -> bytes:

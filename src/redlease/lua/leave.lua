@@ -11,21 +11,24 @@
 -- ARGV[5] barge    mode B: as release.lua
 -- ARGV[6] tell     optional, mode R: "0" reserves the lock without telling anyone (Redlock tells
 --                  the waiter from a few of its servers only: one message wakes it)
+-- ARGV[7] rotation optional, mode B: ms the queued waiters share: a new head's turn is this
+--                  divided by their number, at least 1 ms and at most ARGV[5] (default: ARGV[5])
 -- Returns 1 if the waiter was queued (or had been granted the lock), 0 if not
 local lock, queue, handoff, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, window, channels = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 if ARGV[6] == '0' then channels = false end
 local mode, barge_ms = ARGV[4] or 'R', tonumber(ARGV[5] or '0')
+local rotation_ms = tonumber(ARGV[7] or '0')
 
 local removed = redis.call('ZREM', queue, token)
 if mode ~= 'R' then
   if redis.call('GET', lock) == token then  -- granted before it gave up: pass it on
     redis.call('DEL', lock)
-    pass_on(lock, fence, queue, handoff, channels, window, mode, barge_ms)
+    pass_on(lock, fence, queue, handoff, channels, window, mode, barge_ms, rotation_ms)
     return 1
   end
   if mode == 'B' and removed == 1 and redis.call('EXISTS', lock) == 0 then
-    barge(lock, fence, queue, handoff, channels, window, barge_ms)  -- wake the next one
+    barge(lock, fence, queue, handoff, channels, window, barge_ms, rotation_ms)  -- wake the next
   end
   return removed
 end

@@ -12,6 +12,8 @@
 -- ARGV[5] barge    mode B: ms a queue head waits at the head before it is granted the lock
 -- ARGV[6] tell     optional, mode R: "0" reserves the lock without telling anyone (Redlock tells
 --                  the waiter from a few of its servers only: one message wakes it)
+-- ARGV[7] rotation optional, mode B: ms the queued waiters share: a new head's turn is this
+--                  divided by their number, at least 1 ms and at most ARGV[5] (default: ARGV[5])
 -- Returns 1 released; 0 not held with this token (nothing was changed)
 local lock, queue, handoff, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, window, channels = ARGV[1], tonumber(ARGV[2]), ARGV[3]
@@ -20,5 +22,6 @@ if ARGV[6] == '0' then channels = false end
 -- The one safety-critical line: never delete a lock whose token is not ours.
 if redis.call('GET', lock) ~= token then return 0 end
 redis.call('DEL', lock)
-pass_on(lock, fence, queue, handoff, channels, window, ARGV[4] or 'R', tonumber(ARGV[5] or '0'))
+local barge_ms, rotation_ms = tonumber(ARGV[5] or '0'), tonumber(ARGV[7] or '0')
+pass_on(lock, fence, queue, handoff, channels, window, ARGV[4] or 'R', barge_ms, rotation_ms)
 return 1
