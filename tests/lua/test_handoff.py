@@ -9,15 +9,14 @@ take the lock, until the head has waited ``barge`` ms; then a release grants it.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
 
 from redlease._core.lock import ACQUIRE, CLAIM, LEAVE, RELEASE, LockKeys
+from tests.lua.conftest import CHANNELS
 
-CHANNELS = b"redlease:waiters:"
 KEYS = LockKeys.build("redlease", b"handoff")
 WINDOW, LEASE = 500, 10_000
 
@@ -41,32 +40,6 @@ def release(
     keys = [KEYS.lock, KEYS.queue, KEYS.handoff, KEYS.fence]
     args = [token, WINDOW, CHANNELS, mode, barge, b"1", rotation]
     return int(client.eval(script.source, 4, *keys, *args))
-
-
-@pytest.fixture
-def listen(client: redis.Redis) -> Iterator[Any]:
-    """Subscribe to the channels of the given process ids; returns a function reading them."""
-    pubsub = client.pubsub()
-
-    def start(*processes: bytes) -> Any:
-        pubsub.subscribe(*[CHANNELS + p for p in processes])
-        for _ in range(50):  # bounded: the confirmations
-            message = pubsub.get_message(timeout=0.1)
-            if message and message["type"] == "subscribe" and message["data"] == len(processes):
-                break
-
-        def messages() -> list[bytes]:
-            found = []
-            for _ in range(5):  # bounded: what the scripts just published
-                message = pubsub.get_message(timeout=0.05)
-                if message and message["type"] == "message":
-                    found.append(message["data"])
-            return found
-
-        return messages
-
-    yield start
-    pubsub.close()
 
 
 def test_a_fair_release_grants_the_lock_to_the_listening_head(

@@ -11,15 +11,13 @@ while a reservation runs passes the watch on (leave.lua tells the new second).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 import redis
 
 from redlease._core.lock import ACQUIRE, LEAVE, RELEASE, LockKeys
+from tests.lua.conftest import CHANNELS
 
-CHANNELS = b"redlease:waiters:"
 KEYS = LockKeys.build("redlease", b"turns")
 WINDOW, LEASE = 5_000, 10_000  # a long window: the reservation runs through each test
 
@@ -34,32 +32,6 @@ def release(client: redis.Redis, token: bytes, *, leave: bool = False) -> int:
     script = LEAVE if leave else RELEASE
     keys = [KEYS.lock, KEYS.queue, KEYS.handoff, KEYS.fence]
     return int(client.eval(script.source, 4, *keys, token, WINDOW, CHANNELS, b"R", 0, b"1"))
-
-
-@pytest.fixture
-def listen(client: redis.Redis) -> Iterator[Any]:
-    """Subscribe to the channels of the given process ids; returns a function reading them."""
-    pubsub = client.pubsub()
-
-    def start(*processes: bytes) -> Any:
-        pubsub.subscribe(*[CHANNELS + p for p in processes])
-        for _ in range(50):  # bounded: the confirmations
-            message = pubsub.get_message(timeout=0.1)
-            if message and message["type"] == "subscribe" and message["data"] == len(processes):
-                break
-
-        def messages() -> list[bytes]:
-            found = []
-            for _ in range(5):  # bounded: what the scripts just published
-                message = pubsub.get_message(timeout=0.05)
-                if message and message["type"] == "message":
-                    found.append(message["data"])
-            return found
-
-        return messages
-
-    yield start
-    pubsub.close()
 
 
 def reserved_for_head(client: redis.Redis) -> None:
