@@ -8,9 +8,11 @@ import pytest
 import redis.asyncio
 
 import redlease.asyncio as redlease
+from redlease._core.lease import Holding
 from redlease._core.lock import LockKeys
 from redlease.server import RedisServer
 from tests._async.helpers import wait_until
+from tests._async.test_lock import paused_after_the_grant
 from tests.support import AsyncTasks
 
 pytestmark = pytest.mark.timeout(90)
@@ -226,3 +228,24 @@ async def test_bad_options(
 ) -> None:
     with pytest.raises(error, match=message):
         redlease.Redlock(async_redlock_clients, "res", **kwargs)
+
+
+async def test_a_redlock_lease_that_ran_out_before_acquire_returned_is_not_returned(
+    async_redlock_clients: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """redlock5 saw a sync Redlock return True with validity 0 and the keys gone, after
+    spending longer than the lease on hung servers between its grant and its return."""
+    lock = redlease.Redlock(async_redlock_clients, "arrival", ttl=0.5)
+    got, owned, fence = await paused_after_the_grant(lock, monkeypatch, 0.8)
+    assert got and owned and fence == 2  # taken again, with a live lease
+    await lock.release()
+
+
+async def test_twin_without_the_check_a_redlock_returns_a_lease_already_over(
+    async_redlock_clients: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check above catches a Redlock acquire() that returns whatever it was granted."""
+    monkeypatch.setattr(Holding, "ran_out", lambda self, now: False)
+    lock = redlease.Redlock(async_redlock_clients, "arrival", ttl=0.5)
+    got, owned, _ = await paused_after_the_grant(lock, monkeypatch, 0.8)
+    assert got and not owned  # fails the check above: True, yet not held

@@ -9,9 +9,11 @@ import pytest
 import redis
 
 import redlease as redlease
+from redlease._core.lease import Holding
 from redlease._core.lock import LockKeys
 from redlease.server import RedisServer
 from tests._sync.helpers import wait_until
+from tests._sync.test_lock import paused_after_the_grant
 from tests.support import Tasks
 
 pytestmark = pytest.mark.timeout(90)
@@ -227,3 +229,24 @@ def test_bad_options(
 ) -> None:
     with pytest.raises(error, match=message):
         redlease.Redlock(redlock_clients, "res", **kwargs)
+
+
+def test_a_redlock_lease_that_ran_out_before_acquire_returned_is_not_returned(
+    redlock_clients: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """redlock5 saw a sync Redlock return True with validity 0 and the keys gone, after
+    spending longer than the lease on hung servers between its grant and its return."""
+    lock = redlease.Redlock(redlock_clients, "arrival", ttl=0.5)
+    got, owned, fence = paused_after_the_grant(lock, monkeypatch, 0.8)
+    assert got and owned and fence == 2  # taken again, with a live lease
+    lock.release()
+
+
+def test_twin_without_the_check_a_redlock_returns_a_lease_already_over(
+    redlock_clients: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check above catches a Redlock acquire() that returns whatever it was granted."""
+    monkeypatch.setattr(Holding, "ran_out", lambda self, now: False)
+    lock = redlease.Redlock(redlock_clients, "arrival", ttl=0.5)
+    got, owned, _ = paused_after_the_grant(lock, monkeypatch, 0.8)
+    assert got and not owned  # fails the check above: True, yet not held
