@@ -340,8 +340,10 @@ class FanOut:
         # A server known down or late with no connection open would make the round wait its
         # handshake before the next one is even sent (no threads: one at a time): it is
         # connected last, and only if the others did not give ``enough`` before the deadline.
-        first = [i for i in range(len(calls)) if not _unreachable(calls[i][0])]
-        last = [i for i in range(len(calls)) if _unreachable(calls[i][0])]
+        first: list[int] = []
+        last: list[int] = []
+        for i, call in enumerate(calls):  # (asked once: another thread may change it)
+            (last if _unreachable(call[0]) else first).append(i)
         if len(first) < len(calls) or not all(calls[i][0].idle() for i in first):
             # Servers with a connection open first: opening one (its own timeout) delays the
             # rest.
