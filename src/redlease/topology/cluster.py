@@ -307,11 +307,16 @@ class RedisClusterServers:
         with probe(replica.port) as conn:
             conn.execute_command("CLUSTER FAILOVER")
         my_id = self.node_id(replica)
-        poll(
-            f"{replica!r} to become master",
-            lambda: True if _cluster_nodes(replica.port)[my_id].is_master else None,
-            timeout,
-        )
+
+        def everyone_sees_it() -> bool | None:
+            # Every node's view, not only its own: the old master learns it last (a view that
+            # still showed the old master passed wait_healthy, consistent in itself).
+            for srv in self._running():
+                if not _cluster_nodes(srv.port)[my_id].is_master:
+                    return None
+            return True
+
+        poll(f"every node to see {replica!r} as master", everyone_sees_it, timeout)
         self.wait_healthy(timeout=timeout)
 
     def heal(self, *, timeout: float = READY_TIMEOUT) -> None:
