@@ -60,6 +60,9 @@ class AsyncEvent:
     def clear(self) -> None:
         self._set = False
 
+    def is_set(self) -> bool:
+        return self._set
+
     async def wait(self, timeout: float | None) -> bool:
         """Wait until set or ``timeout`` seconds passed (``None``: no limit); True if set."""
         if self._set:
@@ -93,6 +96,9 @@ class Event:
 
     def clear(self) -> None:
         self._event.clear()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
 
     def wait(self, timeout: float | None) -> bool:
         """Wait until set or ``timeout`` seconds passed (``None``: no limit); True if set."""
@@ -144,6 +150,9 @@ class AsyncBackground:
     """What owns a lock, in error messages."""
     ASYNC = True
     """Coroutine callbacks can be run (on the lock's event loop)."""
+    LEADS = False
+    """A waiter does not read its hub's subscription itself: the reader task wakes it with a
+    task switch, which costs little (see ``AsyncHub.wait``)."""
 
     def __init__(self, target: Callable[[], Awaitable[None]], name: str) -> None:
         async def run() -> None:
@@ -197,6 +206,9 @@ class Background:
     """What owns a lock, in error messages."""
     ASYNC = False
     """Coroutine callbacks cannot be run (there is no event loop to run them on)."""
+    LEADS = True
+    """A waiting thread reads its hub's subscription itself while nobody else does (a
+    leader/follower hub), so its own wake-up message wakes it with no reader thread between."""
 
     def __init__(self, target: Callable[[], None], name: str) -> None:
         self._thread = threading.Thread(target=target, name=name, daemon=True)

@@ -352,6 +352,33 @@ class AsyncClusterBackend(AsyncBackend):
             pending.conn, script, keys, args, pending.sent_at, node=node, slot=slot
         )
 
+    async def behind(
+        self,
+        earlier: Pending,
+        script: Script,
+        keys: Sequence[bytes],
+        args: Sequence[Any],
+        packed: Any = None,
+    ) -> Pending:
+        """Send ``script`` behind ``earlier`` on its node and connection (same slot)."""
+        assert isinstance(earlier, ClusterPending)
+        try:
+            pending = await earlier.node.behind(earlier, script, keys, args, packed)
+        except (ConnectionError, TimeoutError):
+            self._broken()
+            raise
+        return ClusterPending(
+            pending.conn,
+            script,
+            keys,
+            args,
+            pending.sent_at,
+            before=pending.before,
+            evaled=pending.evaled,
+            node=earlier.node,
+            slot=earlier.slot,
+        )
+
     async def receive(self, pending: Pending, timeout: float | None) -> Any:
         """The reply to ``pending`` (following one MOVED or ASK, as :meth:`run` does)."""
         assert isinstance(pending, ClusterPending)

@@ -278,6 +278,7 @@ class AsyncHandle:
             raise
 
     async def _extend(self, holding: Holding, ttl_ms: int) -> None:
+        await _settled(holding)
         if holding.lost:
             raise self._lost("was lost: its lease ran out or it was taken")
         await self._set_lease(holding, ttl_ms)
@@ -387,3 +388,11 @@ def _primitive(cls: type) -> str:
 def _left(deadline: float | None) -> float | None:
     """Seconds until ``deadline`` (``None``: no deadline)."""
     return None if deadline is None else deadline - time.monotonic()
+
+
+async def _settled(holding: Holding) -> None:
+    """Read the reply to a granted lock's claim first, if nobody has yet (``Holding.settle``):
+    until then its lease is the grant's short one, and a lost claim is a lost lock."""
+    settle = holding.settle
+    if settle is not None:
+        await settle()

@@ -37,6 +37,7 @@ from .._synchronization import AsyncBackground, AsyncShield
 from ..errors import LockUnavailable, ReplicasUnavailable
 from .client import check_client
 from .handle import AsyncHandle
+from .hub import AsyncUnread
 from .runtime import AsyncRuntime, runtime_for
 from .waiting import wait_turn
 
@@ -294,8 +295,16 @@ class AsyncLock(AsyncHandle):
         await self._run(RELEASE, self._queue_args(token), timeout)
 
     async def _release_remote(self, holding: Holding) -> None:
+        keys, args = self._queue_args(holding.token)
+        unread, holding.settle = holding.settle, None
         try:
-            released = await self._run(RELEASE, self._queue_args(holding.token))
+            pending = None
+            if isinstance(unread, AsyncUnread):  # granted: send it behind the claim
+                pending = await unread.behind(RELEASE, keys, args)
+            if pending is None:
+                released = await self._run(RELEASE, (keys, args))
+            else:
+                released = await self._runtime().backend.receive(pending, None)
         except RedisError as exc:
             raise self._unavailable("release", exc) from exc
         if not int(released):
@@ -361,6 +370,7 @@ class _Grantee:
         )
 
     def claimed(self, holding: Holding, ok: bool | BaseException, sent_at: float) -> None:
+        holding.settle = None
         if ok is True:
             if holding.active:
                 holding.extended(sent_at, holding.ttl_ms)
@@ -374,6 +384,13 @@ class _Grantee:
 
     def abandon(self, holding: Holding) -> None:
         holding.released = True
+
+    def unread(self, holding: Holding, settle: Any) -> bool:
+        # Only a lease the watchdog renews: it settles in time should the holder not.
+        if not self._lock.renew:
+            return False
+        holding.settle = settle
+        return True
 
 
 class AsyncRLock(AsyncLock):

@@ -59,10 +59,15 @@ class AsyncRenewer:
                 holding.renewed = False
                 _observe.held_at_close(holding, holding.expires_at - now)
                 return
-            self._schedule.add(holding, now)
+            if holding.settle is None:
+                due = now + holding.ttl_ms / 3000
+                self._schedule.add(holding, now)
+            else:  # a grant whose claim's reply is unread: settle within a third of its lease
+                due = now + max(holding.expires_at - now, 0.0) / 3
+                self._schedule.add(holding, now, delay=due - now)
             if self._worker is None:
                 self._worker = AsyncBackground(self._run, name="redlease-renewer")
-            elif now + holding.ttl_ms / 3000 < self._sleep_until:
+            elif due < self._sleep_until:
                 self._wake.set()
 
     def release(self, holding: Holding) -> bool:
@@ -109,6 +114,8 @@ class AsyncRenewer:
                     return
                 now = time.monotonic()
                 for holding in self._schedule.expired(now):
+                    if holding.settle is not None:
+                        continue  # its claim's reply tells: it is due, settled first
                     if holding.active:
                         expired.append(holding)
                     callbacks.append(holding.mark_lost())
@@ -134,6 +141,19 @@ class AsyncRenewer:
                 self._wake.clear()
 
     async def _renew(self, due: list[Holding]) -> None:
+        unread = [h for h in due if h.settle is not None]
+        if unread:  # granted locks whose claim's reply nobody read: read it first
+            for holding in unread:
+                settle = holding.settle
+                if settle is not None:
+                    await settle()
+            now = time.monotonic()
+            with self._guard:
+                claimed = [h for h in unread if h.expires_at - now > h.ttl_ms / 3000]
+                if not self._closed:
+                    for holding in claimed:
+                        self._schedule.add(holding, now)
+            due = [h for h in due if h.active and all(h is not c for c in claimed)]
         for target, script, batch in renewals.batches(due):
             await self._renew_batch(target, script, batch)
 

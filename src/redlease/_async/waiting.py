@@ -86,7 +86,7 @@ async def wait_turn(
         if outcome is None:
             # Every hub listens already: register, then queue on the first try. Registered,
             # the waiter keeps its hub from going idle, so its turn cannot go unheard.
-            waiters = [hub.join(token, event, grantee) for hub in hubs]
+            waiters = [hub.join(token, event, grantee, n == 1) for hub in hubs]
             joined = all(h.subscribed for h in hubs)
             queued = tuple(range(n)) if joined else ()
             outcome = await attempt(joined)
@@ -100,7 +100,7 @@ async def wait_turn(
                 gave_up = True
                 return None
             if not waiters:
-                waiters = [hub.join(token, event, grantee) for hub in hubs]
+                waiters = [hub.join(token, event, grantee, n == 1) for hub in hubs]
             if joined:
                 if outcome.split:  # let the other side of a split vote go first, at random
                     await event.wait(random.uniform(0, backoff))
@@ -177,5 +177,8 @@ async def _sleep(
             for waiter in waiters:
                 waiter.heard = None  # the next attempt hears its own reservations
             return action is Action.ATTEMPT
-        await event.wait(wait)
+        if len(hubs) == 1:
+            await hubs[0].wait(waiters[0], wait)  # in a thread, it may read the hub itself
+        else:
+            await event.wait(wait)
         event.clear()

@@ -13,6 +13,7 @@ import os
 import secrets
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .scripts import Script
 
@@ -91,6 +92,10 @@ class Holding:
     primitive: str = ""
     name: str = ""
     acquired_at: float = 0.0
+    # A granted lock whose claim's reply is not read yet (the shell's callable, awaitable in
+    # asyncio): ``expires_at`` is the grant's short lease until it is. Release, extend and the
+    # watchdog call it first (see ``waiters.Grantee.unread``).
+    settle: Callable[[], Any] | None = field(default=None, repr=False)
 
     @property
     def active(self) -> bool:

@@ -102,7 +102,11 @@ class Grantee(Protocol):
     ``granted(fence, expires_at)`` builds what ``acquire()`` returns (``expires_at``: local
     monotonic end of the grant's short lease); ``claimed(result, ok, sent_at)`` applies the
     claim's outcome (``ok``: True claimed, False lost, or the error of a call that failed);
-    ``abandon(result)`` drops a result the acquire did not return after all.
+    ``abandon(result)`` drops a result the acquire did not return after all;
+    ``unread(result, settle)`` takes the claim's reply unread: ``settle()`` reads it and
+    applies it later (True), or declines (False: the hub reads it now). A hub whose reader is
+    the grantee's own thread uses it, so that ``acquire()`` returns without waiting for the
+    reply; whoever next relies on the lease (release, extend, the watchdog) settles first.
     """
 
     claim: tuple[Any, list[bytes], list[Any]]
@@ -112,6 +116,8 @@ class Grantee(Protocol):
     def claimed(self, result: Any, ok: bool | BaseException, sent_at: float) -> None: ...
 
     def abandon(self, result: Any) -> None: ...  # pragma: no cover
+
+    def unread(self, result: Any, settle: Any) -> bool: ...  # pragma: no cover
 
 
 @dataclass(eq=False)
@@ -128,6 +134,8 @@ class Waiter:
     grant: tuple[int, float, bool] | None = None
     result: Any = None  # what the grant made: acquire() returns it
     heard: float | None = None  # when an H (reserved for it) came, since its last attempt
+    solo: bool = True  # its acquire waits on this hub alone (its thread may read the hub)
+    promoted: bool = False  # rung to take over reading the hub (leader/follower)
 
 
 class ServerClock:
@@ -179,11 +187,19 @@ class WaiterTable:
         self.confirmed = False  # the hub's subscription is known to be active
         self.idle_since: float | None = 0.0
 
-    def add(self, token: bytes, event: Any, grantee: Grantee | None = None) -> Waiter:
-        """Register a waiter (``grantee``: it may be granted the lock directly)."""
-        waiter = self._waiters[token] = Waiter(token, event, grantee=grantee)
+    def add(
+        self, token: bytes, event: Any, grantee: Grantee | None = None, solo: bool = True
+    ) -> Waiter:
+        """Register a waiter (``grantee``: it may be granted the lock directly; ``solo``: its
+        acquire waits on this hub alone)."""
+        waiter = self._waiters[token] = Waiter(token, event, grantee=grantee, solo=solo)
         self.idle_since = None
         return waiter
+
+    def needs_reader(self) -> bool:
+        """Whether a waiter waits on other hubs too (Redlock): its thread cannot read this
+        one, so a reader of the hub's own must."""
+        return any(not w.solo for w in self._waiters.values())
 
     def remove(self, waiter: Waiter, now: float) -> None:
         """Unregister a waiter (its turn, if any, is passed on by leave.lua in Redis)."""

@@ -170,6 +170,8 @@ class Pending:
     answered: bool = False  # its reply was read (set before the connection is given back)
     owed: int = 0  # replies of scripts sent behind it on its connection (see ``follow``)
     before: int = 0  # replies of earlier calls on its connection to read first (``behind``)
+    # of those, the scripts sent with EVAL: once their replies are read, the server has them
+    evaled: tuple[Script, ...] = ()
 
 
 class Backend:
@@ -366,9 +368,14 @@ class Backend:
         """Send EVALSHA ``script`` on the connection of ``earlier``, whose reply is not read
         yet: the server runs it after ``earlier`` (one connection keeps its order), and
         :meth:`receive` of the Pending returned reads (and drops) the earlier replies first."""
+        evaled = earlier.evaled
+        if earlier.script.sha not in self._root.loaded:  # it went as EVAL
+            evaled += (earlier.script,)
         self._send_on(earlier.conn, script, keys, args, packed, check_health=False)
         before = earlier.before + 1 + earlier.owed
-        return Pending(earlier.conn, script, keys, args, time.monotonic(), before=before)
+        return Pending(
+            earlier.conn, script, keys, args, time.monotonic(), before=before, evaled=evaled
+        )
 
     def _send_on(
         self,
@@ -461,6 +468,7 @@ class Backend:
                 with contextlib.suppress(ResponseError):
                     self._read(conn, pending.sent_at, timeout)
                 pending.before -= 1
+            self._root.loaded.update(script.sha for script in pending.evaled)
             try:
                 reply = self._read(conn, pending.sent_at, timeout)
                 pending.answered = True

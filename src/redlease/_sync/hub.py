@@ -3,11 +3,18 @@
 
 It listens on this process' own channel (``redlease:waiters:<process id>``), on which the lock
 scripts address each message to one waiting token; see :mod:`redlease._core.waiters`. One
-subscription serves every lock the process waits on. A reader (a thread, or a task in
-asyncio) reads the connection, wakes the waiters the messages name, and wakes a waiter whose
-predecessor's turn lapsed. It exits after ``linger`` seconds without waiters. If the
-connection breaks, every waiter is woken to try again (messages may have been lost) and the
-next one to wait subscribes again.
+subscription serves every lock the process waits on. Whoever reads the connection wakes the
+waiters the messages name, and a waiter whose predecessor's turn lapsed. If the connection
+breaks, every waiter is woken to try again (messages may have been lost) and the next one to
+wait subscribes again.
+
+Who reads: in asyncio, a reader task, which exits after ``linger`` seconds without waiters.
+In threads, a leader/follower hub: a waiting thread reads the connection itself while nobody
+else does (:meth:`Hub.wait`), so the message that ends its wait wakes it directly; the
+other waiting threads sleep until the leader wakes them or, when it stops reading, rings one
+of them to take over. A reader thread reads only while a waiter cannot lead (a Redlock
+waiter waits on several hubs; and until the subscription is confirmed); the subscription then
+stays open while the client's redlease runtime lives, like a pooled connection.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from .._core.lease import process_id
+from .._core.scripts import Script
 from .._core.waiters import (
     Action,
     Grantee,
@@ -31,9 +39,9 @@ from .._core.waiters import (
 )
 from .._logging import record
 from .._synchronization import Background, Event
-from .client import Backend
+from .client import Backend, Pending
 
-__all__ = ["Hub"]
+__all__ = ["Hub", "Unread"]
 
 TICK = 1.0
 """Longest single blocking read, in seconds: far below redis-py's default socket timeout (5 s),
@@ -62,6 +70,8 @@ class Hub:
         self._pubsub: Any = None
         self._reader: Background | None = None
         self._broken: Exception | None = None  # what broke the last subscription
+        self._leader: Waiter | None = None  # the waiter whose thread reads (leader/follower)
+        self._followers: list[Waiter] = []  # the waiters sleeping in wait() meanwhile
 
     @property
     def subscribed(self) -> bool:
@@ -69,15 +79,24 @@ class Hub:
         return self._table.confirmed
 
     def join(
-        self, token: bytes, event: Event | None = None, grantee: Grantee | None = None
+        self,
+        token: bytes,
+        event: Event | None = None,
+        grantee: Grantee | None = None,
+        solo: bool = True,
     ) -> Waiter:
         """Register a waiter (call :meth:`ensure` before relying on wake-ups).
 
-        ``event`` is what wakes it; a Redlock waiter shares one event among its servers' hubs.
-        ``grantee``: a release may grant it the lock directly (see :class:`Grantee`).
+        ``event`` is what wakes it; a Redlock waiter shares one event among its servers' hubs
+        (and is not ``solo``: it waits on other hubs too). ``grantee``: a release may grant it
+        the lock directly (see :class:`Grantee`).
         """
         with self._guard:
-            return self._table.add(token, event or Event(), grantee)
+            waiter = self._table.add(token, event or Event(), grantee, solo)
+            start = not solo and self._needs_reader()
+            if start:
+                self._reader = Background(self._read, name="redlease-waiters")
+        return waiter
 
     def ensure(
         self, waiter: Waiter, deadline: float | None, confirm: float | None = None
@@ -124,6 +143,95 @@ class Hub:
             until = limit if deadline is None else min(limit, deadline)
             waiter.event.wait(until - now)
             waiter.event.clear()
+
+    def wait(self, waiter: Waiter, timeout: float | None) -> None:
+        """Sleep until ``waiter`` is woken or ``timeout`` seconds pass (``None``: until woken).
+
+        In a thread, the waiter reads the subscription itself while nobody else does (it
+        leads); otherwise it sleeps on its event (it follows) until the reader wakes it, or
+        rings it to lead in turn. Returns early on any wake-up: the caller plans again.
+        """
+        end = None if timeout is None else time.monotonic() + timeout
+        event = waiter.event
+        while True:
+            with self._guard:
+                lead = (
+                    Background.LEADS
+                    and waiter.solo
+                    and self._leader is None
+                    and self._reader is None
+                    and self._pubsub is not None
+                    and self._table.confirmed
+                    and self._table.registered(waiter)
+                )
+                if lead:
+                    self._leader = waiter
+                    pubsub = self._pubsub
+                else:
+                    self._followers.append(waiter)
+            if lead:
+                try:
+                    self._lead(pubsub, waiter, end)
+                finally:
+                    with self._guard:
+                        self._leader = None
+                        ring = self._successor()
+                    _signal(ring)
+                return
+            left = None if end is None else max(end - time.monotonic(), 0.0)
+            event.wait(left)
+            with self._guard:
+                self._followers.remove(waiter)
+                again = waiter.promoted and not waiter.woken and waiter.result is None
+                waiter.promoted = False
+                if again:
+                    event.clear()  # rung only to lead: nothing happened to it
+                    ring = []
+                else:
+                    ring = self._successor()  # not leading after all: pass the ring on
+            _signal(ring)
+            if not again or (end is not None and time.monotonic() >= end):
+                return
+
+    def _lead(self, pubsub: Any, waiter: Waiter, end: float | None) -> None:
+        """Read the subscription for every waiter until ``waiter`` is woken or ``end``."""
+        while True:
+            with self._guard:
+                if waiter.woken or waiter.result is not None or self._pubsub is not pubsub:
+                    return
+                check = self._table.next_check()
+            now = time.monotonic()
+            if end is not None and now >= end:
+                return
+            wait = TICK if end is None else min(TICK, end - now)
+            if check is not None:
+                wait = min(wait, max(check - now, 0.0))
+            if not self._pump(pubsub, wait, lead=True):
+                return
+
+    def _needs_reader(self) -> bool:
+        """Under the guard: whether to start a reader now (a waiter that cannot lead, a
+        confirmed subscription nobody reads)."""
+        return (
+            self._reader is None
+            and self._leader is None
+            and self._pubsub is not None
+            and self._table.confirmed
+            and (not Background.LEADS or self._table.needs_reader())
+        )
+
+    def _successor(self) -> list[Waiter]:
+        """Under the guard, when a reader stops: ring a follower to lead, or start a reader
+        for waiters that cannot lead. Returns the waiter to ring."""
+        if self._leader is not None or self._reader is not None or self._pubsub is None:
+            return []
+        for follower in self._followers:
+            if follower.solo:
+                follower.promoted = True
+                return [follower]
+        if self._needs_reader():
+            self._reader = Background(self._read, name="redlease-waiters")
+        return []
 
     def clock(self, server_ms: int, now: float) -> None:
         """A reply stamped by the server's clock, read at ``now``: it tells how late the
@@ -183,56 +291,80 @@ class Hub:
             with self._guard:
                 check = self._table.next_check()
             wait = TICK if check is None else min(TICK, max(check - time.monotonic(), 0.0))
-            try:
-                message = pubsub.get_message(timeout=wait)
-            except Exception as exc:  # broken, or closed under us (client closed): start over
+            if not self._pump(pubsub, wait, lead=False):
+                return
+            if Background.LEADS:
                 with self._guard:
-                    self._broken = exc
-                    woken = self._table.on_disconnect()
-                    mine = self._pubsub is pubsub  # else close() took it, and closes it
-                    if mine:
-                        self._pubsub = None
+                    handover = (
+                        self._pubsub is pubsub
+                        and self._table.confirmed
+                        and bool(self._table.waiters())
+                        and not self._table.needs_reader()
+                    )
+                    if handover:  # every waiter can lead: one of them reads from now on
                         self._reader = None
-                _signal(woken)
-                if mine:
-                    _close(pubsub)
-                return
-            with self._guard:
-                if self._pubsub is not pubsub:  # closed under us (close)
+                        ring = self._successor()
+                if handover:
+                    _signal(ring)
                     return
-                now = time.monotonic()
-                woken = []
-                granted: list[Waiter] = []
-                if message is not None:
-                    kind = _text(message["type"])
-                    if kind == "message":
-                        woken = self._table.on_message(_bytes(message["data"]), now)
-                        granted = [w for w in woken if w.grant is not None and w.grantee]
-                    elif kind == "subscribe":
-                        self._table.confirmed = True
-                        woken = self._table.waiters()  # those in ensure() may go on
-                lapsed = self._table.due(now)
-                woken += lapsed
-                done = self._table.idle(now, self._linger)
-                if done:
-                    self._table.confirmed = False
-                    self._pubsub = None
-                    self._reader = None
-            if granted:
-                self._claim(granted, woken)
-            else:
-                _signal(woken)
-            for waiter in lapsed:
-                _log_lapsed(waiter)
-            if done:
-                _close(pubsub)
-                return
 
-    def _claim(self, granted: list[Waiter], woken: list[Waiter]) -> None:
+    def _pump(self, pubsub: Any, wait: float, *, lead: bool) -> bool:
+        """Read one message (at most ``wait`` seconds) and act on it; False: stop reading
+        (the connection broke or was closed, or the hub went idle and closed it)."""
+        try:
+            message = pubsub.get_message(timeout=wait)
+        except Exception as exc:  # broken, or closed under us (client closed): start over
+            with self._guard:
+                self._broken = exc
+                woken = self._table.on_disconnect()
+                mine = self._pubsub is pubsub  # else close() took it, and closes it
+                if mine:
+                    self._pubsub = None
+                    if not lead:
+                        self._reader = None
+            _signal(woken)
+            if mine:
+                _close(pubsub)
+            return False
+        with self._guard:
+            if self._pubsub is not pubsub:  # closed under us (close)
+                return False
+            now = time.monotonic()
+            woken = []
+            granted: list[Waiter] = []
+            if message is not None:
+                kind = _text(message["type"])
+                if kind == "message":
+                    woken = self._table.on_message(_bytes(message["data"]), now)
+                    granted = [w for w in woken if w.grant is not None and w.grantee]
+                elif kind == "subscribe":
+                    self._table.confirmed = True
+                    woken = self._table.waiters()  # those in ensure() may go on
+            lapsed = self._table.due(now)
+            woken += lapsed
+            done = not lead and self._table.idle(now, self._linger)
+            if done:
+                self._table.confirmed = False
+                self._pubsub = None
+                self._reader = None
+        if granted:
+            self._claim(granted, woken, defer=lead)
+        else:
+            _signal(woken)
+        for waiter in lapsed:
+            _log_lapsed(waiter)
+        if done:
+            _close(pubsub)
+            return False
+        return True
+
+    def _claim(self, granted: list[Waiter], woken: list[Waiter], *, defer: bool) -> None:
         """Send the claims of the waiters granted the lock, wake the woken waiters, then read
         the claims' replies: a fresh grant's waiter returns from ``acquire()`` meanwhile. A
         grant read late is handed to its waiter only if its claim says the lock is still its
-        (else the waiter tries again, as after any wake-up)."""
+        (else the waiter tries again, as after any wake-up). ``defer``: the reader is a
+        waiting thread, which should not wait for replies: a fresh grant's reply is left to
+        its holding (:meth:`Grantee.unread`)."""
         claims: list[tuple[Waiter, Any, Any, float]] = []
         late: list[tuple[Waiter, Any]] = []
         for waiter in granted:
@@ -246,9 +378,17 @@ class Hub:
                 late.append((waiter, result))
             sent = time.monotonic()
             try:
-                claims.append((waiter, result, self._backend.send(*grantee.claim), sent))
+                pending = self._backend.send(*grantee.claim)
             except RedisError as exc:  # it holds the grant's short lease: its renewer goes on
                 self._claimed(waiter, result, exc, sent)
+                continue
+            if defer and grant[2]:
+                settle = Unread(self, grantee, result, pending, sent)
+                if grantee.unread(result, settle):
+                    with self._guard:
+                        waiter.grant = None
+                    continue
+            claims.append((waiter, result, pending, sent))
         _signal([w for w in woken if all(w is not x for x, _ in late)])
         for waiter, result, pending, sent in claims:
             try:
@@ -275,6 +415,47 @@ class Hub:
                 grantee.abandon(result)
                 return
         grantee.claimed(result, ok, sent)
+
+
+class Unread:
+    """The unread reply to a fresh grant's claim: calling it reads and applies it, once
+    (whoever calls first; a second caller returns at once). :meth:`behind` instead sends the
+    holder's next call on the claim's connection, whose reply then comes with the claim's."""
+
+    def __init__(
+        self, hub: Hub, grantee: Grantee, result: Any, pending: Pending, sent: float
+    ) -> None:
+        self._hub = hub
+        self._grantee = grantee
+        self._result = result
+        self._pending: Pending | None = pending
+        self._sent = sent
+        self._once = threading.Lock()
+
+    def behind(self, script: Script, keys: list[bytes], args: list[Any]) -> Pending | None:
+        """Send ``script`` behind the claim, on its connection, unless the claim's reply was
+        taken already (``None``). The reply to the Pending returned comes after the claim's,
+        which is read and dropped (the call's own reply tells whether the lock was held)."""
+        with self._once:
+            pending, self._pending = self._pending, None
+        if pending is None:
+            return None
+        return self._hub._backend.behind(pending, script, keys, args)
+
+    def __call__(self) -> None:
+        with self._once:
+            pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        hub = self._hub
+        ok: bool | BaseException
+        try:
+            ok, server_ms = decode_claim(hub._backend.receive(pending, None))
+        except (RedisError, ValueError) as exc:
+            ok = exc
+        else:
+            hub.clock(server_ms, time.monotonic())
+        self._grantee.claimed(self._result, ok, self._sent)
 
 
 def _log_lapsed(waiter: Waiter) -> None:

@@ -38,6 +38,7 @@ from .._synchronization import Background, Shield
 from ..errors import LockUnavailable, ReplicasUnavailable
 from .client import check_client
 from .handle import Handle
+from .hub import Unread
 from .runtime import Runtime, runtime_for
 from .waiting import wait_turn
 
@@ -295,8 +296,16 @@ class Lock(Handle):
         self._run(RELEASE, self._queue_args(token), timeout)
 
     def _release_remote(self, holding: Holding) -> None:
+        keys, args = self._queue_args(holding.token)
+        unread, holding.settle = holding.settle, None
         try:
-            released = self._run(RELEASE, self._queue_args(holding.token))
+            pending = None
+            if isinstance(unread, Unread):  # granted: send it behind the claim
+                pending = unread.behind(RELEASE, keys, args)
+            if pending is None:
+                released = self._run(RELEASE, (keys, args))
+            else:
+                released = self._runtime().backend.receive(pending, None)
         except RedisError as exc:
             raise self._unavailable("release", exc) from exc
         if not int(released):
@@ -362,6 +371,7 @@ class _Grantee:
         )
 
     def claimed(self, holding: Holding, ok: bool | BaseException, sent_at: float) -> None:
+        holding.settle = None
         if ok is True:
             if holding.active:
                 holding.extended(sent_at, holding.ttl_ms)
@@ -375,6 +385,13 @@ class _Grantee:
 
     def abandon(self, holding: Holding) -> None:
         holding.released = True
+
+    def unread(self, holding: Holding, settle: Any) -> bool:
+        # Only a lease the watchdog renews: it settles in time should the holder not.
+        if not self._lock.renew:
+            return False
+        holding.settle = settle
+        return True
 
 
 class RLock(Lock):
