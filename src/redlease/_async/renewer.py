@@ -15,6 +15,7 @@ lost leases are logged and measured through :mod:`redlease._observe`.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 import traceback
@@ -36,6 +37,8 @@ RETRY = 0.5
 """Seconds before a renewal that failed (Redis error) is tried again."""
 MIN_WAIT = 0.05
 """The least time a renewal is given to answer, even when the lease is nearly over."""
+MIN_TICK = 0.005
+"""The watchdog's shortest regular tick (see ``AsyncRenewer._tick``)."""
 
 
 class AsyncRenewer:
@@ -48,6 +51,9 @@ class AsyncRenewer:
         self._wake = AsyncEvent()
         self._worker: AsyncBackground | None = None
         self._sleep_until = 0.0
+        # Longest sleep: a third of the shortest grant lease seen (see add), so that adding
+        # the next grant need not wake the worker: it ticks at that pace meanwhile.
+        self._tick = math.inf
         self._closed = False
         self._stopping: AsyncBackground | None = None  # the worker told to end by stop()
 
@@ -63,8 +69,10 @@ class AsyncRenewer:
                 due = now + holding.ttl_ms / 3000
                 self._schedule.add(holding, now)
             else:  # a grant whose claim's reply is unread: settle within a third of its lease
-                due = now + max(holding.expires_at - now, 0.0) / 3
-                self._schedule.add(holding, now, delay=due - now)
+                delay = max(holding.expires_at - now, 0.0) / 3
+                due = now + delay
+                self._schedule.add(holding, now, delay=delay)
+                self._tick = min(self._tick, max(delay, MIN_TICK))
             if self._worker is None:
                 self._worker = AsyncBackground(self._run, name="redlease-renewer")
             elif due < self._sleep_until:
@@ -129,7 +137,9 @@ class AsyncRenewer:
                     sleep = self._linger - (now - idle_since)
                     if sleep <= 0:
                         self._worker = None
+                        self._tick = math.inf
                         return
+                sleep = min(sleep, self._tick)
                 self._sleep_until = now + sleep
             for holding in expired:
                 _observe.lost(holding, "expired")
