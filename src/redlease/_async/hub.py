@@ -181,7 +181,12 @@ class AsyncHub:
             await event.wait(left)
             with self._guard:
                 self._followers.remove(waiter)
-                again = waiter.promoted and not waiter.woken and waiter.result is None
+                again = (
+                    waiter.promoted
+                    and not waiter.woken
+                    and waiter.result is None
+                    and (end is None or time.monotonic() < end)
+                )
                 waiter.promoted = False
                 if again:
                     event.clear()  # rung only to lead: nothing happened to it
@@ -189,7 +194,7 @@ class AsyncHub:
                 else:
                     ring = self._successor()  # not leading after all: pass the ring on
             _signal(ring)
-            if not again or (end is not None and time.monotonic() >= end):
+            if not again:
                 return
 
     async def _lead(self, pubsub: Any, waiter: Waiter, end: float | None) -> None:
