@@ -107,8 +107,9 @@ class Unsent(Late):
 
 def _unreachable(backend: Any) -> bool:
     """sync: a call on ``backend`` would first open a connection without the connect grace
-    (its server is known down or late), so its handshake would hold up the round."""
-    return not backend.idle() and not backend.cold()
+    (its server is known down or late), so its handshake would hold up the round; except in
+    a round that probes it (:meth:`~redlease._async.client.AsyncBackend.probe`)."""
+    return not backend.idle() and not backend.cold() and not backend.probe()
 
 
 class _Slot:

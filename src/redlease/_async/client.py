@@ -157,6 +157,13 @@ def backend_for(client: Any, arg: str = "client") -> AsyncBackend:
     return AsyncBackend(client, flavor)
 
 
+PROBE = 0.5
+"""Seconds after a server was found down or late before a sync fan-out asks it in turn again
+(see :meth:`AsyncBackend.probe`); the pause doubles, up to :data:`PROBE_MAX`, while it keeps
+not answering."""
+PROBE_MAX = 30.0
+
+
 @dataclass
 class Pending:
     """A script sent on a connection whose reply has not been read yet."""
@@ -207,6 +214,8 @@ class AsyncBackend:
         self.closed = False  # set by redlease.close(): every new call raises ConnectionError
         self._down = False  # the server failed to answer and has not answered since (logged)
         self._slow = False  # its last fan-out reply was late (see ``timely``)
+        self._probe_at = 0.0  # when a sync fan-out next asks it in turn anyway (``probe``)
+        self._probe_every = PROBE  # and then how long after that (doubling while it fails)
         # Connections kept between calls (LIFO), checked out of the private pool once: the
         # pool's own checkout (a lock, bookkeeping, observability hooks) costs about as much
         # as the script. Taken and given back with list.pop/append, atomic under the GIL,
@@ -546,9 +555,33 @@ class AsyncBackend:
         kept out of a fan-out's deadline: not when the server is known down or slow."""
         return self.connect_grace and not (self._down or self._slow or self.closed)
 
+    def probe(self) -> bool:
+        """Whether a sync fan-out should ask this server in turn although it is known down
+        or late: :data:`PROBE` seconds after it was found so, then at doubling intervals, so
+        that a server that was late once (a loaded machine) is not left out of every round
+        after it, its queues and locks going stale while the others carry on. The probing
+        round bounds its handshake by the round's deadline."""
+        root = self._root
+        now = time.monotonic()
+        if now < root._probe_at:
+            return False
+        root._probe_every = min(2 * root._probe_every, PROBE_MAX)  # still not answering
+        root._probe_at = now + root._probe_every
+        return True
+
+    def _shunned(self) -> None:
+        """The server was found down or late: ask it in turn again no sooner than the probe
+        interval from now (:data:`PROBE` if it was answering until now)."""
+        root = self._root
+        if not (root._down or root._slow):
+            root._probe_every = PROBE
+        root._probe_at = max(root._probe_at, time.monotonic() + root._probe_every)
+
     def timely(self, answered: bool) -> None:
         """A fan-out's word on this server's reply: in time, or late (then new connections
         get no grace until a reply comes in time again)."""
+        if not answered:
+            self._shunned()
         self._root._slow = not answered
 
     async def warm(self) -> None:
@@ -627,6 +660,8 @@ class AsyncBackend:
     def _failed(self, exc: BaseException) -> BaseException:
         """Log, once until it answers again, that the server stopped answering; ``exc``."""
         root = self._root
+        if isinstance(exc, (ConnectionError, TimeoutError)) and not root.closed:
+            self._shunned()
         if isinstance(exc, (ConnectionError, TimeoutError)) and not root._down and not root.closed:
             root._down = True
             record(
