@@ -106,10 +106,12 @@ class Unsent(Late):
 
 
 def _unreachable(backend: Any) -> bool:
-    """sync: a call on ``backend`` would first open a connection without the connect grace
-    (its server is known down or late), so its handshake would hold up the round; except in
-    a round that probes it (:meth:`~redlease._async.client.AsyncBackend.probe`)."""
-    return not backend.idle() and not backend.cold() and not backend.probe()
+    """sync: a call on ``backend`` would first open a connection to a server known down (its
+    last connection failed or its handshake timed out), so its handshake would hold up the
+    round; except in a round that probes it (:meth:`~redlease._async.client.AsyncBackend.
+    probe`). A server that was only late (a loaded machine) is asked in turn: left out, its
+    queues and locks go stale, and its silence costs the waiters their wake-ups."""
+    return not backend.idle() and backend.known_down() and not backend.probe()
 
 
 class _Slot:

@@ -545,6 +545,11 @@ class AsyncBackend:
         to send behind)."""
         return bool(self._kept or self.parked)
 
+    def known_down(self) -> bool:
+        """Whether the server failed to answer at the connection level (a connection refused
+        or broken, a handshake timed out) and has not answered since."""
+        return self._root._down or self._root.closed
+
     def cold(self) -> bool:
         """Whether a call here would open a connection first, on a server not known to be
         down: then :meth:`warm` opens it outside the call's deadline."""
