@@ -476,7 +476,8 @@ class AsyncBackend:
                 with contextlib.suppress(ResponseError):
                     await self._read(conn, pending.sent_at, timeout)
                 pending.before -= 1
-            self._root.loaded.update(script.sha for script in pending.evaled)
+            if pending.evaled:
+                self._root.loaded.update(script.sha for script in pending.evaled)
             try:
                 reply = await self._read(conn, pending.sent_at, timeout)
                 pending.answered = True

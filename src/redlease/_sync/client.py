@@ -477,7 +477,8 @@ class Backend:
                 with contextlib.suppress(ResponseError):
                     self._read(conn, pending.sent_at, timeout)
                 pending.before -= 1
-            self._root.loaded.update(script.sha for script in pending.evaled)
+            if pending.evaled:
+                self._root.loaded.update(script.sha for script in pending.evaled)
             try:
                 reply = self._read(conn, pending.sent_at, timeout)
                 pending.answered = True
