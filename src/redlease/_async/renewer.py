@@ -52,8 +52,10 @@ class AsyncRenewer:
         self._worker: AsyncBackground | None = None
         self._sleep_until = 0.0
         # Longest sleep: a third of the shortest grant lease seen (see add), so that adding
-        # the next grant need not wake the worker: it ticks at that pace meanwhile.
+        # the next grant need not wake the worker: it ticks at that pace meanwhile, until no
+        # grant has come for ``linger`` seconds.
         self._tick = math.inf
+        self._granted_at = 0.0
         self._closed = False
         self._stopping: AsyncBackground | None = None  # the worker told to end by stop()
 
@@ -73,6 +75,7 @@ class AsyncRenewer:
                 due = now + delay
                 self._schedule.add(holding, now, delay=delay)
                 self._tick = min(self._tick, max(delay, MIN_TICK))
+                self._granted_at = now
             if self._worker is None:
                 self._worker = AsyncBackground(self._run, name="redlease-renewer")
             elif due < self._sleep_until:
@@ -137,8 +140,9 @@ class AsyncRenewer:
                     sleep = self._linger - (now - idle_since)
                     if sleep <= 0:
                         self._worker = None
-                        self._tick = math.inf
                         return
+                if now - self._granted_at > self._linger:
+                    self._tick = math.inf  # grants stopped coming
                 sleep = min(sleep, self._tick)
                 self._sleep_until = now + sleep
             for holding in expired:
