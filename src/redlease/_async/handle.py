@@ -22,6 +22,7 @@ from .._core.lock import LockKeys
 from .._core.scripts import Script
 from .._synchronization import AsyncBackground, AsyncFunction, AsyncMutex
 from ..errors import LockLost, LockNotOwned, LockUnavailable, NotAcquired, Unavailable
+from .renewer import settled
 
 if TYPE_CHECKING:
     from .runtime import AsyncRuntime
@@ -278,7 +279,7 @@ class AsyncHandle:
             raise
 
     async def _extend(self, holding: Holding, ttl_ms: int) -> None:
-        await _settled(holding)
+        await settled(holding)
         if holding.lost:
             raise self._lost("was lost: its lease ran out or it was taken")
         await self._set_lease(holding, ttl_ms)
@@ -388,11 +389,3 @@ def _primitive(cls: type) -> str:
 def _left(deadline: float | None) -> float | None:
     """Seconds until ``deadline`` (``None``: no deadline)."""
     return None if deadline is None else deadline - time.monotonic()
-
-
-async def _settled(holding: Holding) -> None:
-    """Read the reply to a granted lock's claim first, if nobody has yet (``Holding.settle``):
-    until then its lease is the grant's short one, and a lost claim is a lost lock."""
-    settle = holding.settle
-    if settle is not None:
-        await settle()

@@ -31,7 +31,7 @@ from .._core.scripts import Script
 from .._synchronization import AsyncBackground, AsyncEvent
 from .client import AsyncBackend, Pending
 
-__all__ = ["AsyncRenewer", "AsyncServerRenewal"]
+__all__ = ["AsyncRenewer", "AsyncServerRenewal", "settled"]
 
 RETRY = 0.5
 """Seconds before a renewal that failed (Redis error) is tried again."""
@@ -158,16 +158,14 @@ class AsyncRenewer:
         unread = [h for h in due if h.settle is not None]
         if unread:  # granted locks whose claim's reply nobody read: read it first
             for holding in unread:
-                settle = holding.settle
-                if settle is not None:
-                    await settle()
+                await settled(holding)
             now = time.monotonic()
             with self._guard:
-                claimed = [h for h in unread if h.expires_at - now > h.ttl_ms / 3000]
+                claimed = {id(h): h for h in unread if h.expires_at - now > h.ttl_ms / 3000}
                 if not self._closed:
-                    for holding in claimed:
+                    for holding in claimed.values():
                         self._schedule.add(holding, now)
-            due = [h for h in due if h.active and all(h is not c for c in claimed)]
+            due = [h for h in due if h.active and id(h) not in claimed]
         for target, script, batch in renewals.batches(due):
             await self._renew_batch(target, script, batch)
 
@@ -205,6 +203,14 @@ class AsyncRenewer:
         for h in gone:
             _observe.lost(h, "gone")
         _run_lost(callbacks)
+
+
+async def settled(holding: Holding) -> None:
+    """Read the reply to a granted lock's claim first, if nobody has yet (``Holding.settle``):
+    until then its lease is the grant's short one, and a lost claim is a lost lock."""
+    settle = holding.settle
+    if settle is not None:
+        await settle()
 
 
 def forget_frames(exc: BaseException) -> None:

@@ -32,7 +32,7 @@ from .._core.scripts import Script
 from .._synchronization import Background, Event
 from .client import Backend, Pending
 
-__all__ = ["Renewer", "ServerRenewal"]
+__all__ = ["Renewer", "ServerRenewal", "settled"]
 
 RETRY = 0.5
 """Seconds before a renewal that failed (Redis error) is tried again."""
@@ -159,16 +159,14 @@ class Renewer:
         unread = [h for h in due if h.settle is not None]
         if unread:  # granted locks whose claim's reply nobody read: read it first
             for holding in unread:
-                settle = holding.settle
-                if settle is not None:
-                    settle()
+                settled(holding)
             now = time.monotonic()
             with self._guard:
-                claimed = [h for h in unread if h.expires_at - now > h.ttl_ms / 3000]
+                claimed = {id(h): h for h in unread if h.expires_at - now > h.ttl_ms / 3000}
                 if not self._closed:
-                    for holding in claimed:
+                    for holding in claimed.values():
                         self._schedule.add(holding, now)
-            due = [h for h in due if h.active and all(h is not c for c in claimed)]
+            due = [h for h in due if h.active and id(h) not in claimed]
         for target, script, batch in renewals.batches(due):
             self._renew_batch(target, script, batch)
 
@@ -206,6 +204,14 @@ class Renewer:
         for h in gone:
             _observe.lost(h, "gone")
         _run_lost(callbacks)
+
+
+def settled(holding: Holding) -> None:
+    """Read the reply to a granted lock's claim first, if nobody has yet (``Holding.settle``):
+    until then its lease is the grant's short one, and a lost claim is a lost lock."""
+    settle = holding.settle
+    if settle is not None:
+        settle()
 
 
 def forget_frames(exc: BaseException) -> None:
