@@ -80,6 +80,7 @@ from _common import (
     wait_figures,
     wait_flag,
     wait_for_start,
+    wait_once,
     worker_errors,
     write_json,
 )
@@ -286,10 +287,12 @@ async def _async_make(url: str) -> Any:
 
 
 def warm_up(side: Side, name: str) -> None:
-    """Connect, load scripts, start background helpers: on a lock nobody else uses."""
+    """Connect, load scripts, start background helpers, and wait once (see ``wait_once``): on
+    a lock nobody else uses."""
     lock = side.lock(f"{name}:warm:{os.getpid()}", 10.0)
     for _ in range(3):
         side.once(lock)
+    wait_once(side.lock(f"{name}:warm:{os.getpid()}", 10.0), lock, side.loop)
 
 
 def server_probes(url: str) -> list[Any]:

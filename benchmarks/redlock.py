@@ -84,6 +84,7 @@ from _common import (
     wait_figures,
     wait_flag,
     wait_for_start,
+    wait_once,
     worker_errors,
     write_json,
 )
@@ -243,7 +244,8 @@ class Proc:
         return self.run(go())
 
     def warm_up(self, name: str) -> list[str]:
-        """Connect, load scripts, start helpers: on a lock nobody else uses.
+        """Connect, load scripts, start helpers, and wait once (``wait_once``): on a lock
+        nobody else uses.
 
         Three acquire+release pairs must succeed within ten tries; the errors of the failed
         tries are returned (first calls can time out while 16 processes start on 2 CPUs).
@@ -261,6 +263,9 @@ class Proc:
                 errors.append(error_text(exc))
                 time.sleep(0.05)
             if done == 3:
+                other = self.backend.lock(f"{name}:warm:{os.getpid()}")
+                if not wait_once(other, lock, self.loop):
+                    errors.append("the waiting warm-up did not get the lock")
                 return errors
         raise RuntimeError(f"warm-up failed {len(errors)} times; first: {errors[0]}")
 
