@@ -44,12 +44,14 @@ __all__ = [
     "check_clients",
     "check_distinct",
     "check_drift_factor",
+    "dequeued",
     "drift_ms",
     "failures",
     "majority_done",
     "needs_fence",
     "quiet",
     "quorum",
+    "requeue",
     "tally",
     "tellers",
     "validity",
@@ -77,6 +79,13 @@ def quiet(args: list[Any]) -> list[Any]:
     """release.lua / leave.lua / acquire.lua ARGV that do not publish (``args`` ends with
     ``tell``)."""
     return [*args[:-1], "0"]
+
+
+def requeue(args: list[Any], ticket: str, ttl_ms: int) -> list[Any]:
+    """release.lua ARGV (see :meth:`~redlease._async.redlock.AsyncRedlock._queue_args`) that
+    also queue the releasing token under ``ticket``: it undoes a round it did not win and goes
+    on waiting (release.lua ``requeue``)."""
+    return [*args, 0, f"{ticket} {ttl_ms}"]  # (ARGV[7], rotation, is barging mode's)
 
 
 def _granted(reply: Any) -> bool:
@@ -111,6 +120,12 @@ def needs_fence(reply: Any, fence: int) -> bool:
     it granted, and its counter is not the fence (none: restarted empty; or lagging). Where it
     refused (or failed), the lock is not ours there, and fence.lua would do nothing."""
     return _granted(reply) and len(reply) > 1 and int(reply[1]) != fence
+
+
+def dequeued(reply: Any) -> bool:
+    """Whether an acquire reply took the caller out of that server's queue: a grant always
+    does (acquire.lua dequeues the token it grants the lock to); a refusal leaves it queued."""
+    return _granted(reply)
 
 
 def majority_done(replies: list[Any]) -> bool:
@@ -149,7 +164,8 @@ class Tally:
     # acquire.lua's rank): waking at every reservation's end cost a round each, for nothing.
     check_ms: list[int] = field(default_factory=list)
     errors: dict[int, BaseException] = field(default_factory=dict)
-    # Servers whose queue the caller has left already (a leave sent behind a late acquire).
+    # Servers whose queue the caller has left already: a leave was sent behind a late acquire,
+    # or the late acquire's reply came and granted (see dequeued).
     left: set[int] = field(default_factory=set)
 
     @property

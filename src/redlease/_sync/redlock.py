@@ -308,14 +308,15 @@ class Redlock(Handle):
             )
         )
         try:
-            return self._settle(owner, token, start, tally, queued=join)
+            return self._settle(owner, token, start, tally, ticket=ticket if join else None)
         finally:
             FanOut.release(list(tally.errors.values()))
 
     def _settle(
-        self, owner: Hashable, token: bytes, start: float, tally: core.Tally, *, queued: bool
+        self, owner: Hashable, token: bytes, start: float, tally: core.Tally, *, ticket: str | None
     ) -> tuple[Holding | None, core.Tally]:
-        """Held if a majority granted in time (the fence merged); else undone everywhere."""
+        """Held if a majority granted in time (the fence merged); else undone everywhere.
+        ``ticket``: the round queued the caller (it goes on waiting) under this ticket."""
         keys = self._keys
         known = tally.fence_known
         if known and core.validity(self._ttl_ms, time.monotonic() - start, 0) > 0:
@@ -330,7 +331,7 @@ class Redlock(Handle):
                 confirmed = sum(1 for i in tally.granted if _is_one(replies[i]))
             valid = core.validity(self._ttl_ms, time.monotonic() - start, self._drift_factor)
             if confirmed >= self.quorum and valid > 0:
-                self._catch_up(token, fence, tally, queued=queued)
+                self._catch_up(token, fence, tally, queued=ticket is not None)
                 holding = self._holding_for(
                     owner, token, fence, start + valid, self._renewal(), RENEW
                 )
@@ -342,7 +343,7 @@ class Redlock(Handle):
         undo = sorted((set(tally.granted) | set(tally.errors)) - unsent)
         if undo:
             Shield.cleanup(
-                lambda timeout: self._undo(token, undo, tally.errors),
+                lambda timeout: self._undo(token, undo, tally.errors, ticket),
                 None,  # one round, each server bounded by server_timeout
             )
         self._require_answers("acquire", tally)
@@ -379,13 +380,21 @@ class Redlock(Handle):
                 reply = FanOut.arrived(error)  # it came between the two looks
             if reply is NOT_YET or core.needs_fence(reply, fence):
                 rest.append(i)
+            if reply is not NOT_YET and core.dequeued(reply):
+                tally.left.add(i)  # (its grant took the token out of that queue)
         if rest:  # an ordinary round (rare: a server restarted empty, or lagging)
             self._round(FENCE, [keys.lock, keys.fence], [token, fence], servers=rest)
 
-    def _undo(self, token: bytes, servers: list[int], errors: dict[int, Any]) -> None:
+    def _undo(
+        self, token: bytes, servers: list[int], errors: dict[int, Any], ticket: str | None
+    ) -> None:
         """Release ``token`` on ``servers``: behind the acquire itself where its reply is late
-        (so the server runs the release after it, however late), else in a new round."""
+        (so the server runs the release after it, however late), else in a new round. With a
+        ``ticket``, the caller goes on waiting: each server it is released on queues it under
+        that ticket first (release.lua ``requeue``), so that every queue has it."""
         keys, args = self._queue_args(token)
+        if ticket is not None:
+            args = core.requeue(args, ticket, self._ttl_ms)
         rest = [
             i
             for i in servers

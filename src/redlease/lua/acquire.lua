@@ -36,12 +36,7 @@ local mode = ARGV[7] or 'R'
 local told = ARGV[8] ~= '0' and channels  -- where the T message goes (false: nowhere)
 
 local function refuse(status, ms)
-  if join then
-    redis.call('ZADD', queue, 'NX', score or now_us(), token)
-    -- Live waiters retry at least once per lease; an abandoned queue disappears by itself.
-    local keep = 3 * math.max(lease, ms) + 10 * window
-    if redis.call('PTTL', queue) < keep then redis.call('PEXPIRE', queue, keep) end
-  end
+  if join then enqueue(queue, token, score or now_us(), lease, window, ms) end
   return {status, ms, now_ms()}  -- the server's clock: see ServerClock in _core/waiters.py
 end
 

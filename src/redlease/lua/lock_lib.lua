@@ -51,6 +51,15 @@ local function tell(channels, token, message)
   return redis.call(command, channels .. string.sub(token, 1, dot - 1), message)
 end
 
+-- Queue `token` at `score` unless it is queued already, and keep the queue alive: live waiters
+-- retry at least once per lease (`ms`: the longest they were told to sleep); an abandoned
+-- queue disappears by itself.
+local function enqueue(queue, token, score, lease, window, ms)
+  redis.call('ZADD', queue, 'NX', score, token)
+  local keep = 3 * math.max(lease, ms) + 10 * window
+  if redis.call('PTTL', queue) < keep then redis.call('PEXPIRE', queue, keep) end
+end
+
 local SKIP = 16  -- most deaf waiters one script skips (bounded work per call)
 
 -- Barging mode: how long a new queue head waits at the head before a release grants it the
@@ -95,21 +104,22 @@ local function grant(lock, fence, queue, channels, claim_ms, caller)
   return nil
 end
 
--- Reserve the free lock for `head` for `window_ms`, tell it, and tell the waiter after it
--- when to check that the head took it (a dead head is skipped then).
-local function reserve(queue, handoff, channels, head, window_ms)
+-- Reserve the free lock for `head` for `window_ms`, tell it (unless it is `quiet`: it knows),
+-- and tell the waiter after it when to check that the head took it (a dead head is skipped
+-- then).
+local function reserve(queue, handoff, channels, head, window_ms, quiet)
   local deadline = math.floor(now_us() / 1000) + window_ms
   -- The key outlives the deadline so that an expired reservation can be told apart from none.
   redis.call('SET', handoff, head .. ' ' .. deadline, 'PX', window_ms * 4)
-  tell(channels, head, 'H' .. head .. ' ' .. window_ms)
+  if head ~= quiet then tell(channels, head, 'H' .. head .. ' ' .. window_ms) end
   local second = redis.call('ZRANGE', queue, 1, 1)[1]
   if second then tell(channels, second, 'N' .. second .. ' ' .. window_ms) end
 end
 
 -- After the lock became free: reserve it for the queue head, if there is one.
-local function hand_off(queue, handoff, channels, window_ms)
+local function hand_off(queue, handoff, channels, window_ms, quiet)
   local head = redis.call('ZRANGE', queue, 0, 0)[1]
-  if head then reserve(queue, handoff, channels, head, window_ms) end
+  if head then reserve(queue, handoff, channels, head, window_ms, quiet) end
 end
 
 -- Barging mode, after the lock became free: wake the queue head, which may race others for

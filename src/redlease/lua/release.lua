@@ -14,6 +14,13 @@
 --                  the waiter from a few of its servers only: one message wakes it)
 -- ARGV[7] rotation optional, mode B: ms the queued waiters share: a new head's turn is this
 --                  divided by their number, at least 1 ms and at most ARGV[5] (default: ARGV[5])
+-- ARGV[8] requeue  optional, mode R: "<score> <lease>": the releasing acquisition goes on
+--                  waiting (Redlock undoing a round it did not win): it is queued at <score>,
+--                  its ticket, as it is on the servers that refused it, before the lock is
+--                  reserved for the head (not told if it is the caller). Otherwise a server
+--                  that granted it would lack it in its queue, reserve the lock for another
+--                  head than the rest do, and split the next vote too (a crowd arriving at
+--                  once kept splitting that way).
 -- Returns 1 released; 0 not held with this token (nothing was changed)
 local lock, queue, handoff, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, window, channels = ARGV[1], tonumber(ARGV[2]), ARGV[3]
@@ -22,6 +29,16 @@ if ARGV[6] == '0' then channels = false end
 -- The one safety-critical line: never delete a lock whose token is not ours.
 if redis.call('GET', lock) ~= token then return 0 end
 redis.call('DEL', lock)
+local requeue = ARGV[8] or ''
+if requeue ~= '' then
+  local score, lease = string.match(requeue, '^(%d+) (%d+)$')
+  enqueue(queue, token, tonumber(score), tonumber(lease), window, 0)
+  -- Reserved for the caller itself, it is not told: it tries again when the servers that
+  -- refused it tell it to (told here, it would try again at once, and again, for as long as
+  -- another holder keeps those).
+  hand_off(queue, handoff, channels, window, token)
+  return 1
+end
 local barge_ms, rotation_ms = tonumber(ARGV[5] or '0'), tonumber(ARGV[7] or '0')
 pass_on(lock, fence, queue, handoff, channels, window, ARGV[4] or 'R', barge_ms, rotation_ms)
 return 1
