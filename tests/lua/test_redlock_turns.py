@@ -6,7 +6,9 @@ A release reserves the free lock for the queue head and tells the waiter right b
 refused while the lock is reserved learns its place in the queue (acquire.lua's ``rank``): only
 the one right behind the head checks; the others sleep until they are told more, instead of
 asking every server again when each reservation ends. A waiter that leaves the second place
-while a reservation runs passes the watch on (leave.lua tells the new second).
+while a reservation runs passes the watch on (leave.lua tells the new second). A waiter that
+undoes a split vote is queued under its ticket where it releases (release.lua ``requeue``), and
+is not told of a reservation for itself.
 """
 
 from __future__ import annotations
@@ -28,10 +30,15 @@ def acquire(client: redis.Redis, token: bytes, ticket: int) -> list[int]:
     return [int(x) for x in client.eval(ACQUIRE.source, 4, *keys, *args)]
 
 
-def release(client: redis.Redis, token: bytes, *, leave: bool = False) -> int:
+def release(
+    client: redis.Redis, token: bytes, *, leave: bool = False, requeue: int | None = None
+) -> int:
     script = LEAVE if leave else RELEASE
     keys = [KEYS.lock, KEYS.queue, KEYS.handoff, KEYS.fence]
-    return int(client.eval(script.source, 4, *keys, token, WINDOW, CHANNELS, b"R", 0, b"1"))
+    args: list[Any] = [token, WINDOW, CHANNELS, b"R", 0, b"1"]
+    if requeue is not None:
+        args += [0, f"{requeue} {LEASE}"]
+    return int(client.eval(script.source, 4, *keys, *args))
 
 
 def reserved_for_head(client: redis.Redis) -> None:
@@ -83,3 +90,42 @@ def test_twin_a_waiter_further_back_that_leaves_tells_nobody_new(
     messages = listen(b"p5")
     assert release(client, b"p4.d", leave=True) == 1
     assert messages() == []
+
+
+def test_an_undone_grant_requeues_its_waiter_ahead_of_later_tickets(
+    client: redis.Redis, listen: Any
+) -> None:
+    """p1 (ticket 1) was granted the free lock here, p2 (ticket 2) queued behind: p1 undoes
+    its split vote with requeue. It is queued under ticket 1, so the reservation is p1's, as
+    on the servers that queued it; p1 is not told (it knows), p2 is told to watch (N)."""
+    assert acquire(client, b"p1.a", 1)[0] == 1
+    assert acquire(client, b"p2.b", 2)[0] == 0
+    messages = listen(b"p1", b"p2")
+    assert release(client, b"p1.a", requeue=1) == 1
+    assert client.zrange(KEYS.queue, 0, -1, withscores=True) == [(b"p1.a", 1.0), (b"p2.b", 2.0)]
+    assert (client.get(KEYS.handoff) or b"").startswith(b"p1.a ")
+    assert client.pttl(KEYS.queue) > 0
+    told = messages()
+    assert len(told) == 1 and told[0].startswith(b"Np2.b "), told
+
+
+def test_twin_an_undone_grant_without_requeue_reserves_it_for_another(
+    client: redis.Redis,
+) -> None:
+    """The twin: a plain release leaves p1 out of this queue and reserves the lock for p2,
+    while the servers that queued p1 reserve it for p1: the next vote splits."""
+    assert acquire(client, b"p1.a", 1)[0] == 1
+    assert acquire(client, b"p2.b", 2)[0] == 0
+    assert release(client, b"p1.a") == 1
+    assert client.zrange(KEYS.queue, 0, -1) == [b"p2.b"]
+    assert (client.get(KEYS.handoff) or b"").startswith(b"p2.b ")
+
+
+def test_a_requeue_by_a_token_that_does_not_hold_the_lock_changes_nothing(
+    client: redis.Redis,
+) -> None:
+    """Only the holder's release requeues: another token's changes neither lock nor queue."""
+    assert acquire(client, b"p1.a", 1)[0] == 1
+    assert release(client, b"p9.z", requeue=0) == 0
+    assert client.get(KEYS.lock) == b"p1.a"
+    assert client.exists(KEYS.queue) == 0
