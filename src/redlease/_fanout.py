@@ -97,7 +97,7 @@ class Late(TimeoutError):
 
 
 class Unsent(Late):
-    """sync: a call never sent. Its server was known down or late, had no connection open,
+    """sync: a call never sent. Its server was known down, had no connection open,
     and the others answered enough (or the deadline passed) before it would have been
     connected: a vote not cast, and nothing ran there (nothing to undo or follow)."""
 
@@ -340,7 +340,7 @@ class FanOut:
         started = time.monotonic()
         results: list[Any] = [None] * len(calls)
         packs = _packs(calls)
-        # A server known down or late with no connection open would make the round wait its
+        # A server known down with no connection open would make the round wait its
         # handshake before the next one is even sent (no threads: one at a time): it is
         # connected last, and only if the others did not give ``enough`` before the deadline.
         first: list[int] = []

@@ -159,9 +159,9 @@ def backend_for(client: Any, arg: str = "client") -> Backend:
 
 
 PROBE = 0.5
-"""Seconds after a server was found down or late before a sync fan-out asks it in turn again
-(see :meth:`Backend.probe`); the pause doubles, up to :data:`PROBE_MAX`, while it keeps
-not answering."""
+"""Seconds after a server was found down before a sync fan-out asks it in turn again (see
+:meth:`Backend.probe`); the pause doubles, up to :data:`PROBE_MAX`, while it keeps not
+answering."""
 PROBE_MAX = 30.0
 
 
@@ -563,11 +563,12 @@ class Backend:
         return self.connect_grace and not (self._down or self._slow or self.closed)
 
     def probe(self) -> bool:
-        """Whether a sync fan-out should ask this server in turn although it is known down
-        or late: :data:`PROBE` seconds after it was found so, then at doubling intervals, so
-        that a server that was late once (a loaded machine) is not left out of every round
-        after it, its queues and locks going stale while the others carry on. The probing
-        round bounds its handshake by the round's deadline."""
+        """Whether a sync fan-out should ask this server in turn although it is known down:
+        :data:`PROBE` seconds after it was found so, then at doubling intervals, so that a
+        server that hung for a while (a handshake timed out) is not left out of every round
+        after it recovered, its queues and locks going stale while the others carry on. The
+        probing round bounds its handshake by the round's deadline. (A server that was only
+        late is asked in turn anyway.)"""
         root = self._root
         now = time.monotonic()
         if now < root._probe_at:
@@ -576,19 +577,9 @@ class Backend:
         root._probe_at = now + root._probe_every
         return True
 
-    def _shunned(self) -> None:
-        """The server was found down or late: ask it in turn again no sooner than the probe
-        interval from now (:data:`PROBE` if it was answering until now)."""
-        root = self._root
-        if not (root._down or root._slow):
-            root._probe_every = PROBE
-        root._probe_at = max(root._probe_at, time.monotonic() + root._probe_every)
-
     def timely(self, answered: bool) -> None:
         """A fan-out's word on this server's reply: in time, or late (then new connections
         get no grace until a reply comes in time again)."""
-        if not answered:
-            self._shunned()
         self._root._slow = not answered
 
     def warm(self) -> None:
@@ -668,7 +659,11 @@ class Backend:
         """Log, once until it answers again, that the server stopped answering; ``exc``."""
         root = self._root
         if isinstance(exc, (ConnectionError, TimeoutError)) and not root.closed:
-            self._shunned()
+            # Found down: a sync fan-out asks it in turn again no sooner than the probe
+            # interval from now (PROBE if it was answering until now; see probe()).
+            if not root._down:
+                root._probe_every = PROBE
+            root._probe_at = max(root._probe_at, time.monotonic() + root._probe_every)
         if isinstance(exc, (ConnectionError, TimeoutError)) and not root._down and not root.closed:
             root._down = True
             record(
