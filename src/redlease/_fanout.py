@@ -542,9 +542,12 @@ given up on that connection (closed) and the next call goes on a fresh one."""
 
 def _earlier(backend: Any) -> Any:
     """A call of ``backend`` whose reply is still on its way (taken), or None."""
+    parked = backend.parked_calls()
+    if not parked:  # the usual case: no exception raised to find out
+        return None
     try:
-        pending = backend.parked_calls().pop()
-    except IndexError:
+        pending = parked.pop()
+    except IndexError:  # another thread took the last one
         return None
     if pending.before + pending.owed + 1 >= CHAIN:
         backend.abandon(pending)
@@ -557,6 +560,8 @@ def _collect(backend: Any) -> None:
     use); close those older than :data:`LATE` (what was sent there still runs). Each parked
     call is taken with ``pop``, so two threads never read one connection."""
     parked: list[Any] = backend.parked_calls()
+    if not parked:
+        return
     keep = []
     now = time.monotonic()
     while parked:

@@ -304,8 +304,7 @@ class AsyncBackend:
         since the script did run. The script's reply comes within the socket timeout, the
         wait's within ``wait_timeout`` more. Raises as :meth:`run` does.
         """
-        with self._translated():
-            conn = await self._checkout()
+        conn = await self._checkout()
         try:
             with self._translated():
                 reply, acked = await self._script_then_wait(
@@ -360,8 +359,7 @@ class AsyncBackend:
         ``packed``: the same command already packed by :meth:`pack` (a fan-out packs it once
         for all its servers).
         """
-        with self._translated():
-            conn = await self._checkout()
+        conn = await self._checkout()
         await self._send_on(conn, script, keys, args, packed, check_health=True)
         return Pending(conn, script, keys, args, time.monotonic())
 
@@ -527,6 +525,8 @@ class AsyncBackend:
         return reply
 
     async def _checkout(self) -> Any:
+        """A connection for one call: a kept one (the hot path: no I/O, no context manager),
+        else a new one from the pool, its errors translated (:meth:`_translated`)."""
         self._refuse_if_closed()
         if self._kept_pid != pid():  # a forked child: never use the parent's sockets
             self._kept.clear()
@@ -536,10 +536,12 @@ class AsyncBackend:
             try:
                 conn, since = self._kept.pop()
             except IndexError:
-                return await AsyncConnections.get(self._pool)
+                with self._translated():
+                    return await AsyncConnections.get(self._pool)
             if time.monotonic() - since < TRUSTED or not await AsyncConnections.stale(conn):
                 return conn
-            await self._discard(conn)  # closed by the server while idle: the next one
+            with self._translated():
+                await self._discard(conn)  # closed by the server while idle: the next one
 
     def idle(self) -> bool:
         """Whether a connection is open here for the next call (one kept, or a late call's
@@ -585,8 +587,7 @@ class AsyncBackend:
         """Open a connection and keep it for the next call, within the connect timeout
         (handshake included), so that a caller that bounds its call by a deadline starts the
         clock after connecting. Raises as :meth:`send` would."""
-        with self._translated():
-            conn = await self._checkout()
+        conn = await self._checkout()
         await self._checkin(conn)
 
     def parked_calls(self) -> list[Any]:
@@ -627,8 +628,7 @@ class AsyncBackend:
         """
         if self._root.identity is not None:
             return self._root.identity
-        with self._translated():
-            conn = await self._checkout()
+        conn = await self._checkout()
         try:
             with self._translated():
                 await conn.send_command("INFO", "server")

@@ -171,7 +171,10 @@ class AsyncRedlock(AsyncHandle):
         servers = self._servers
         if servers is not None:
             scope = AsyncBackground.scope()
-            if all(rt.scope == scope and not rt.closed for rt in servers.runtimes):
+            for rt in servers.runtimes:  # (a loop, not all(): this runs on every round)
+                if rt.scope != scope or rt.closed:
+                    break
+            else:
                 return servers
         runtimes = tuple(runtime_for(c) for c in self._clients)
         # Each round is bounded by ``server_timeout`` by the fan-out, while a connection's own

@@ -92,11 +92,6 @@ def _granted(reply: Any) -> bool:
     return isinstance(reply, list) and bool(reply) and int(reply[0]) == ACQUIRED
 
 
-def _counted(reply: Any) -> bool:
-    """Granted by a server that has the name's fencing counter (see :attr:`Tally.fresh`)."""
-    return _granted(reply) and len(reply) > 1 and int(reply[1]) > 0
-
-
 def _answers(replies: list[Any]) -> int:
     return sum(1 for r in replies if r is not None and not isinstance(r, BaseException))
 
@@ -106,12 +101,20 @@ def acquire_settled(replies: list[Any]) -> bool:
     so many refused that a majority can no longer grant. ``None``: no reply yet. Failures do
     not settle it: whether the others answer decides contention (False) from an outage."""
     n = len(replies)
-    granted = sum(1 for r in replies if _granted(r))
-    counted = sum(1 for r in replies if _counted(r))
+    counted = refused = missing = 0  # (one pass: this runs after every reply)
+    for r in replies:
+        if r is None:
+            missing += 1
+        elif _granted(r):
+            # counted: that server has the name's fencing counter (see Tally.fresh)
+            counted += len(r) > 1 and int(r[1]) > 0
+        elif not isinstance(r, BaseException):
+            refused += 1
+    majority = quorum(n)
     return (
-        counted >= quorum(n)  # (a grant without a counter waits for more: Tally.fence_known)
-        or _answers(replies) - granted > n - quorum(n)
-        or all(r is not None for r in replies)
+        counted >= majority  # (a grant without a counter waits for more: Tally.fence_known)
+        or refused > n - majority
+        or not missing
     )
 
 

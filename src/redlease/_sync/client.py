@@ -305,8 +305,7 @@ class Backend:
         since the script did run. The script's reply comes within the socket timeout, the
         wait's within ``wait_timeout`` more. Raises as :meth:`run` does.
         """
-        with self._translated():
-            conn = self._checkout()
+        conn = self._checkout()
         try:
             with self._translated():
                 reply, acked = self._script_then_wait(
@@ -361,8 +360,7 @@ class Backend:
         ``packed``: the same command already packed by :meth:`pack` (a fan-out packs it once
         for all its servers).
         """
-        with self._translated():
-            conn = self._checkout()
+        conn = self._checkout()
         self._send_on(conn, script, keys, args, packed, check_health=True)
         return Pending(conn, script, keys, args, time.monotonic())
 
@@ -528,6 +526,8 @@ class Backend:
         return reply
 
     def _checkout(self) -> Any:
+        """A connection for one call: a kept one (the hot path: no I/O, no context manager),
+        else a new one from the pool, its errors translated (:meth:`_translated`)."""
         self._refuse_if_closed()
         if self._kept_pid != pid():  # a forked child: never use the parent's sockets
             self._kept.clear()
@@ -537,10 +537,12 @@ class Backend:
             try:
                 conn, since = self._kept.pop()
             except IndexError:
-                return Connections.get(self._pool)
+                with self._translated():
+                    return Connections.get(self._pool)
             if time.monotonic() - since < TRUSTED or not Connections.stale(conn):
                 return conn
-            self._discard(conn)  # closed by the server while idle: the next one
+            with self._translated():
+                self._discard(conn)  # closed by the server while idle: the next one
 
     def idle(self) -> bool:
         """Whether a connection is open here for the next call (one kept, or a late call's
@@ -586,8 +588,7 @@ class Backend:
         """Open a connection and keep it for the next call, within the connect timeout
         (handshake included), so that a caller that bounds its call by a deadline starts the
         clock after connecting. Raises as :meth:`send` would."""
-        with self._translated():
-            conn = self._checkout()
+        conn = self._checkout()
         self._checkin(conn)
 
     def parked_calls(self) -> list[Any]:
@@ -628,8 +629,7 @@ class Backend:
         """
         if self._root.identity is not None:
             return self._root.identity
-        with self._translated():
-            conn = self._checkout()
+        conn = self._checkout()
         try:
             with self._translated():
                 conn.send_command("INFO", "server")
