@@ -203,10 +203,16 @@ class SentinelGroup:
         ``kill=True`` SIGKILLs the master (the sentinels must notice, agree and elect: the
         realistic case); ``kill=False`` sends ``SENTINEL FAILOVER`` (immediate, no vote).
         Returns ``(old, new, seconds)`` once every sentinel reports ``new`` with no failover
-        in progress (what ``master_for`` clients read). A killed master stays down until
-        :meth:`heal`; after ``kill=False`` the old master keeps answering as a master, to
-        connections opened before, until the sentinels demote it (their next INFO of it, up
-        to ~10 s) or :meth:`heal` / :meth:`wait_healthy` repoint it.
+        in progress (what ``master_for`` clients read), and ``new`` is the only master among
+        the other data servers. A killed master stays down until :meth:`heal`; after
+        ``kill=False`` the old master keeps answering as a master, to connections opened
+        before, until the sentinels demote it (their next INFO of it, up to ~10 s) or
+        :meth:`heal` / :meth:`wait_healthy` repoint it.
+
+        On a loaded machine the sentinels sometimes promote one replica, give that attempt
+        up, and promote another: the first stays a master (taking writes) until their next
+        INFO of it, up to ~10 s later. It is repointed here, as the sentinels would do, so
+        that the failover returned is one master, not two.
         """
         old = self.master
         began = time.monotonic()
@@ -226,6 +232,7 @@ class SentinelGroup:
             return self._server_on(port)
 
         new = poll(f"the sentinels to promote a replica of {old!r}", promoted, timeout)
+        self._repoint_strays(new.port, spare=old)
         return old, new, time.monotonic() - began
 
     def heal(self, *, timeout: float = READY_TIMEOUT) -> None:
@@ -271,14 +278,15 @@ class SentinelGroup:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _repoint_strays(self, master_port: int) -> None:
-        """REPLICAOF the master on data servers that do not replicate it yet.
+    def _repoint_strays(self, master_port: int, *, spare: RedisServer | None = None) -> None:
+        """REPLICAOF the master on data servers that do not replicate it yet (but ``spare``).
 
         The sentinels would do the same, but only after their next INFO of that server, up
-        to 10 s later: an old master that was restarted, or demoted by SENTINEL FAILOVER.
+        to 10 s later: an old master that was restarted, or demoted by SENTINEL FAILOVER, or
+        a replica promoted by a failover attempt they gave up.
         """
         for srv in self._data:
-            if srv.port == master_port or not srv.running or srv.paused:
+            if srv.port == master_port or srv is spare or not srv.running or srv.paused:
                 continue
             with probe(srv.port) as conn:
                 info = conn.info("replication")
