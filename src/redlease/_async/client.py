@@ -657,13 +657,14 @@ class AsyncBackend:
     def _failed(self, exc: BaseException) -> BaseException:
         """Log, once until it answers again, that the server stopped answering; ``exc``."""
         root = self._root
-        if isinstance(exc, (ConnectionError, TimeoutError)) and not root.closed:
-            # Found down: a sync fan-out asks it in turn again no sooner than the probe
-            # interval from now (PROBE if it was answering until now; see probe()).
-            if not root._down:
-                root._probe_every = PROBE
-            root._probe_at = max(root._probe_at, time.monotonic() + root._probe_every)
-        if isinstance(exc, (ConnectionError, TimeoutError)) and not root._down and not root.closed:
+        if not isinstance(exc, (ConnectionError, TimeoutError)) or root.closed:
+            return exc
+        # Found down: a sync fan-out asks it in turn again no sooner than the probe interval
+        # from now (PROBE if it was answering until now; see probe()).
+        if not root._down:
+            root._probe_every = PROBE
+        root._probe_at = max(root._probe_at, time.monotonic() + root._probe_every)
+        if not root._down:
             root._down = True
             record(
                 logging.WARNING,
