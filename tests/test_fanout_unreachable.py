@@ -1,5 +1,6 @@
 """sync only: servers known not to answer, with no connection open, cost a Redlock round
-nothing when the others give enough, and the round its deadline once when they do not.
+nothing when the others give enough, and the round its deadline once when they do not, or
+when it probes them (however many hang).
 
 The sync fan-out has no threads: it used to open a connection to each such server in turn,
 each handshake waiting out ``server_timeout``, before the next server was even sent to (two
@@ -38,8 +39,8 @@ def timed_with_two_hung(clients: list[Any], servers: list[RedisServer]) -> tuple
         assert lock.acquire(blocking=False)  # HUNG are late: known not to answer now
         lock.release()
         time.sleep(LATE + 0.2)  # their late calls' connections are closed at the next round
-        # That round connects to them again (late is not down: a loaded machine is late),
-        # and their handshakes time out: known down from then on.
+        # From that round on they are hung with no connection open: asked only when the others
+        # do not give enough, or to probe them.
         assert lock.acquire(blocking=False)
         lock.release()
         start = time.monotonic()
@@ -68,9 +69,57 @@ def test_twin_connecting_to_each_in_turn_costs_a_deadline_per_server(
     redlock_clients: list[Any], redlock_servers: list[RedisServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The check above catches a fan-out that opens their connections first, in turn."""
-    monkeypatch.setattr(_fanout, "_unreachable", lambda backend: False)
+    monkeypatch.setattr(_fanout, "_hung", lambda backend: False)
     took, _ = timed_with_two_hung(redlock_clients, redlock_servers)
     assert took >= len(HUNG) * SERVER_TIMEOUT * 0.9  # fails the check above
+
+
+def slowest_call_while_two_hang(clients: list[Any], servers: list[RedisServer]) -> float:
+    """Seconds the slowest acquire or release took over 3 s of rounds while servers HUNG
+    hang: back to back at first, so that their late calls fill their connections (CHAIN) and
+    later rounds would connect to them anew, then probing them (PROBE, doubling)."""
+    lock = redlease.Redlock(clients, "reconnect", ttl=10.0, server_timeout=SERVER_TIMEOUT)
+    assert lock.acquire(blocking=False)
+    lock.release()  # every connection open
+    for i in HUNG:
+        servers[i].pause()
+    slowest = 0.0
+    try:
+        end = time.monotonic() + 3.0  # bounded: a few dozen rounds
+        while time.monotonic() < end:
+            start = time.monotonic()
+            assert lock.acquire(blocking=False)
+            acquired = time.monotonic()
+            lock.release()
+            slowest = max(slowest, acquired - start, time.monotonic() - acquired)
+            time.sleep(0.05)
+    finally:
+        for i in HUNG:
+            servers[i].resume()
+    return slowest
+
+
+def test_hung_servers_cost_a_call_one_deadline_at_most(
+    redlock_clients: list[Any], redlock_servers: list[RedisServer]
+) -> None:
+    """Connecting to them anew (a probe; their handshakes time out) waits out one deadline,
+    however many hang: the one cut off is probed by the next call."""
+    slowest = slowest_call_while_two_hang(redlock_clients, redlock_servers)
+    assert slowest < 1.5 * SERVER_TIMEOUT, slowest
+
+
+def test_twin_probing_each_in_turn_costs_a_call_a_deadline_per_server(
+    redlock_clients: list[Any], redlock_servers: list[RedisServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check above catches a fan-out that connects to every hung server due a probe
+    before reading the others (as it did: two hung servers, two deadlines in one call)."""
+
+    def hung_unless_probed(backend: Any) -> bool:
+        return not backend.idle() and backend.hung() and not backend.probe()
+
+    monkeypatch.setattr(_fanout, "_hung", hung_unless_probed)
+    slowest = slowest_call_while_two_hang(redlock_clients, redlock_servers)
+    assert slowest >= len(HUNG) * SERVER_TIMEOUT * 0.9, slowest  # fails the check above
 
 
 def scripts_run(server: RedisServer) -> int:

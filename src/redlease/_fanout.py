@@ -13,9 +13,9 @@ The command is packed once for all servers that get the same script, keys and ar
 Opening a connection is not billed to the deadline: it has its own timeout (the backend's
 connect timeout, handshake included), and a call's clock starts once its connection is open
 (sync: when it is sent; servers with a connection open are sent to first), unless the server
-is known to be down or its last reply was late (then as before: a hung server costs a round
-its deadline once, not a connect timeout). Without this, a fresh Redlock's first round on a
-loaded machine spent its 0.1 s connecting.
+is known to be down or its last reply was late (then the hung servers cost a round its
+deadline once, however many hang, not a connect timeout each). Without this, a fresh
+Redlock's first round on a loaded machine spent its 0.1 s connecting.
 
 A process that was itself paused past the deadline (asyncio: its timer fired more than half
 a deadline late) does not blame the servers for it: their replies get one more deadline, once
@@ -97,21 +97,22 @@ class Late(TimeoutError):
 
 
 class Unsent(Late):
-    """sync: a call never sent. Its server was known down, had no connection open,
-    and the others answered enough (or the deadline passed) before it would have been
+    """sync: a call never sent. Its server was hung (see :func:`_hung`), had no connection
+    open, and the others answered enough (or the deadline passed) before it would have been
     connected: a vote not cast, and nothing ran there (nothing to undo or follow)."""
 
     def __init__(self, backend: Any) -> None:
         super().__init__("not sent: known not to answer, and not needed", backend, None)
 
 
-def _unreachable(backend: Any) -> bool:
-    """sync: a call on ``backend`` would first open a connection to a server known down (its
-    last connection failed or its handshake timed out), so its handshake would hold up the
-    round; except in a round that probes it (:meth:`~redlease._async.client.AsyncBackend.
-    probe`). A server that was only late (a loaded machine) is asked in turn: left out, its
-    queues and locks go stale, and its silence costs the waiters their wake-ups."""
-    return not backend.idle() and backend.known_down() and not backend.probe()
+def _hung(backend: Any) -> bool:
+    """sync: a call on ``backend`` would first open a connection to a server that did not
+    answer when last asked (:meth:`~redlease._async.client.AsyncBackend.hung`: down, or
+    late and its connection given up on since), whose handshake may take the round's whole
+    deadline. A late server with a connection open is asked in turn, as any (a loaded machine
+    is late): left out, its queues and locks go stale, and its silence costs the waiters
+    their wake-ups."""
+    return not backend.idle() and backend.hung()
 
 
 class _Slot:
@@ -340,13 +341,15 @@ class FanOut:
         started = time.monotonic()
         results: list[Any] = [None] * len(calls)
         packs = _packs(calls)
-        # A server known down with no connection open would make the round wait its
-        # handshake before the next one is even sent (no threads: one at a time): it is
-        # connected last, and only if the others did not give ``enough`` before the deadline.
+        # A hung server with no connection open would make the round wait its handshake
+        # before the next one is even sent (no threads: one at a time): it is connected
+        # last, one at a time while the deadline lasts (however many hang, they cost the
+        # round its deadline once), and only if the others did not give ``enough``, or to
+        # probe it.
         first: list[int] = []
         last: list[int] = []
         for i, call in enumerate(calls):  # (asked once: another thread may change it)
-            (last if _unreachable(call[0]) else first).append(i)
+            (last if _hung(call[0]) else first).append(i)
         if len(first) < len(calls) or not all(calls[i][0].idle() for i in first):
             # Servers with a connection open first: opening one (its own timeout) delays the
             # rest.
@@ -355,17 +358,15 @@ class FanOut:
         try:
             until = FanOut._send(calls, packs, first, results, sent, started + timeout, timeout)
             FanOut._read(sent, results, until, timeout, enough)
-            if last:
-                if sent or (enough is not None and enough(results)) or time.monotonic() >= until:
-                    for i in last:  # not needed, or no time left: never sent
-                        results[i] = Unsent(calls[i][0])
-                else:
-                    # One at a time, while the deadline lasts: a hung server's handshake
-                    # costs the round its deadline once, however many hang.
-                    until = FanOut._send(
-                        calls, packs, last, results, sent, until, timeout, cutoff=True
-                    )
-                    FanOut._read(sent, results, until, timeout, enough)
+            for i in last:
+                backend = calls[i][0]
+                needed = enough is None or not enough(results)
+                # (A probe is taken only when sent: one cut off by the deadline stays due.)
+                if time.monotonic() >= until or not (needed or backend.probe()):
+                    results[i] = Unsent(backend)  # not needed, or no time left: never sent
+                    continue
+                until = FanOut._send(calls, packs, [i], results, sent, until, timeout)
+                FanOut._read(sent, results, until, timeout, enough)
         except BaseException:  # interrupted: close the connections not read yet
             for _, other, unread in sent.values():
                 other.abandon(unread)
@@ -386,19 +387,13 @@ class FanOut:
         sent: dict[int, tuple[int, Any, Any]],
         until: float,
         timeout: float,
-        *,
-        cutoff: bool = False,
     ) -> float:
         """Send the calls at ``indices`` (each behind its server's late call, if any); the
         round's new deadline: ``timeout`` after the last send (a connect may have been slow),
-        or ``until`` if nothing was sent. ``cutoff``: once ``until`` has passed, the calls
-        not sent yet are not sent (:class:`Unsent`)."""
+        or ``until`` if nothing was sent."""
         last_sent = None
         for i in indices:
             (backend, script, keys, args), packed = calls[i], packs[i]
-            if cutoff and time.monotonic() >= until:
-                results[i] = Unsent(backend)
-                continue
             try:
                 earlier = _earlier(backend)
                 if earlier is None:
@@ -540,6 +535,11 @@ CHAIN = 4
 given up on that connection (closed) and the next call goes on a fresh one."""
 
 
+def _full(pending: Any) -> bool:
+    """Whether no more calls may queue behind ``pending`` (see :data:`CHAIN`)."""
+    return bool(pending.before + pending.owed + 1 >= CHAIN)
+
+
 def _earlier(backend: Any) -> Any:
     """A call of ``backend`` whose reply is still on its way (taken), or None."""
     parked = backend.parked_calls()
@@ -549,7 +549,7 @@ def _earlier(backend: Any) -> Any:
         pending = parked.pop()
     except IndexError:  # another thread took the last one
         return None
-    if pending.before + pending.owed + 1 >= CHAIN:
+    if _full(pending):
         backend.abandon(pending)
         return None
     return pending
@@ -557,8 +557,10 @@ def _earlier(backend: Any) -> Any:
 
 def _collect(backend: Any) -> None:
     """Read the late replies that have arrived on ``backend`` (their connections go back to
-    use); close those older than :data:`LATE` (what was sent there still runs). Each parked
-    call is taken with ``pop``, so two threads never read one connection."""
+    use); close those older than :data:`LATE`, or with no room behind them (:data:`CHAIN`),
+    so that the round knows which servers it would connect to anew (what was sent there
+    still runs). Each parked call is taken with ``pop``, so two threads never read one
+    connection."""
     parked: list[Any] = backend.parked_calls()
     if not parked:
         return
@@ -573,7 +575,7 @@ def _collect(backend: Any) -> None:
         if fd < 0 or _ready([fd], 0):
             with contextlib.suppress(Exception):  # a late server's error is no news
                 backend.receive(pending, 0.1)
-        elif now - pending.sent_at > LATE:
+        elif now - pending.sent_at > LATE or _full(pending):
             backend.abandon(pending)
         else:
             keep.append(pending)

@@ -549,10 +549,12 @@ class Backend:
         to send behind)."""
         return bool(self._kept or self.parked)
 
-    def known_down(self) -> bool:
-        """Whether the server failed to answer at the connection level (a connection refused
-        or broken, a handshake timed out) and has not answered since."""
-        return self._root._down or self._root.closed
+    def hung(self) -> bool:
+        """Whether the server did not answer when last asked, and has not answered in time
+        since: it failed at the connection level (a connection refused or broken, a handshake
+        timed out), or its last fan-out reply was late."""
+        root = self._root
+        return root._down or root._slow or root.closed
 
     def cold(self) -> bool:
         """Whether a call here would open a connection first, on a server not known to be
@@ -562,15 +564,16 @@ class Backend:
     def _graced(self) -> bool:
         """Whether a new connection here gets the connect timeout for its handshake and is
         kept out of a fan-out's deadline: not when the server is known down or slow."""
-        return self.connect_grace and not (self._down or self._slow or self.closed)
+        return self.connect_grace and not self.hung()
 
     def probe(self) -> bool:
-        """Whether a sync fan-out should ask this server in turn although it is known down:
-        :data:`PROBE` seconds after it was found so, then at doubling intervals, so that a
-        server that hung for a while (a handshake timed out) is not left out of every round
-        after it recovered, its queues and locks going stale while the others carry on. The
-        probing round bounds its handshake by the round's deadline. (A server that was only
-        late is asked in turn anyway.)"""
+        """Whether a sync fan-out should ask this :meth:`hung` server, with no connection
+        open, although the others gave enough: :data:`PROBE` seconds after it was found
+        late or down, then at doubling intervals while it does not answer, so that a server
+        that hung for a while is not left out of every round after it recovered, its queues
+        and locks going stale while the others carry on. The probing round bounds its handshake
+        by the round's deadline. (A late server with a connection open is asked in turn
+        anyway: a loaded machine is late.)"""
         root = self._root
         now = time.monotonic()
         if now < root._probe_at:
@@ -581,8 +584,19 @@ class Backend:
 
     def timely(self, answered: bool) -> None:
         """A fan-out's word on this server's reply: in time, or late (then new connections
-        get no grace until a reply comes in time again)."""
+        get no grace until a reply comes in time again, and a sync fan-out probes it if its
+        connection is given up on: see :meth:`probe`)."""
+        if not answered:
+            self._unanswered()
         self._root._slow = not answered
+
+    def _unanswered(self) -> None:
+        """The server did not answer (in time): a sync fan-out probes it no sooner than the
+        probe interval from now (:data:`PROBE` if it was answering until now)."""
+        root = self._root
+        if not root.hung():
+            root._probe_every = PROBE
+        root._probe_at = max(root._probe_at, time.monotonic() + root._probe_every)
 
     def warm(self) -> None:
         """Open a connection and keep it for the next call, within the connect timeout
@@ -660,11 +674,7 @@ class Backend:
         root = self._root
         if not isinstance(exc, (ConnectionError, TimeoutError)) or root.closed:
             return exc
-        # Found down: a sync fan-out asks it in turn again no sooner than the probe interval
-        # from now (PROBE if it was answering until now; see probe()).
-        if not root._down:
-            root._probe_every = PROBE
-        root._probe_at = max(root._probe_at, time.monotonic() + root._probe_every)
+        self._unanswered()
         if not root._down:
             root._down = True
             record(
