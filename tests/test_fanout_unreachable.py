@@ -18,7 +18,8 @@ import pytest
 
 import redlease
 from redlease import _fanout
-from redlease._fanout import LATE
+from redlease._fanout import LATE, FanOut
+from redlease._sync import redlock as sync_redlock
 from redlease._sync.client import Backend
 from redlease.server import RedisServer
 
@@ -69,7 +70,7 @@ def test_twin_connecting_to_each_in_turn_costs_a_deadline_per_server(
     redlock_clients: list[Any], redlock_servers: list[RedisServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The check above catches a fan-out that opens their connections first, in turn."""
-    monkeypatch.setattr(_fanout, "_hung", lambda backend: False)
+    monkeypatch.setattr(_fanout, "hung", lambda backend: False)
     took, _ = timed_with_two_hung(redlock_clients, redlock_servers)
     assert took >= len(HUNG) * SERVER_TIMEOUT * 0.9  # fails the check above
 
@@ -117,9 +118,71 @@ def test_twin_probing_each_in_turn_costs_a_call_a_deadline_per_server(
     def hung_unless_probed(backend: Any) -> bool:
         return not backend.idle() and backend.hung() and not backend.probe()
 
-    monkeypatch.setattr(_fanout, "_hung", hung_unless_probed)
+    monkeypatch.setattr(_fanout, "hung", hung_unless_probed)
     slowest = slowest_call_while_two_hang(redlock_clients, redlock_servers)
     assert slowest >= len(HUNG) * SERVER_TIMEOUT * 0.9, slowest  # fails the check above
+
+
+def first_and_next_acquire_with_two_hung(
+    clients: list[Any], servers: list[RedisServer]
+) -> tuple[float, float]:
+    """Seconds a fresh process' first acquire took, and its next one, when servers HUNG hang
+    from the start (never identified: its first contact with them is the first acquire)."""
+    lock = redlease.Redlock(clients, "fresh", ttl=10.0, server_timeout=SERVER_TIMEOUT)
+    assert lock.acquire(blocking=False)  # an old name: every server has its fence counter
+    lock.release()
+    for i in HUNG:
+        servers[i].pause()
+    clients = [server.client() for server in servers]  # nothing connected yet
+    try:
+        lock = redlease.Redlock(clients, "fresh", ttl=10.0, server_timeout=SERVER_TIMEOUT)
+        took = []
+        for _ in range(2):
+            start = time.monotonic()
+            assert lock.acquire(blocking=False)
+            took.append(time.monotonic() - start)
+            lock.release()
+    finally:
+        for i in HUNG:
+            servers[i].resume()
+        for client in clients:
+            client.close()
+    return took[0], took[1]
+
+
+CONNECT = max(SERVER_TIMEOUT, 1.0)  # a first connection's own timeout (handshake included)
+
+
+def test_a_fresh_process_meets_hung_servers_once_and_in_parallel(
+    redlock_clients: list[Any], redlock_servers: list[RedisServer]
+) -> None:
+    """Its servers are identified (one server given twice is refused) in parallel, and a
+    server that did not answer is identified once it answers a round again: not before each
+    acquire, at a deadline each while it hangs."""
+    first, following = first_and_next_acquire_with_two_hung(redlock_clients, redlock_servers)
+    assert first < 1.5 * CONNECT, first
+    assert following < 0.5 * SERVER_TIMEOUT, following
+
+
+def test_twin_identifying_in_turn_before_every_acquire(
+    redlock_clients: list[Any], redlock_servers: list[RedisServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checks above catch identification one server at a time (each hung one's
+    handshake waited out in turn), asked again before every acquire."""
+    monkeypatch.setattr(sync_redlock, "hung", lambda backend: False)
+    monkeypatch.setattr(
+        FanOut, "gather", staticmethod(lambda fn, items: [_outcome(fn, item) for item in items])
+    )
+    first, following = first_and_next_acquire_with_two_hung(redlock_clients, redlock_servers)
+    assert first >= len(HUNG) * CONNECT * 0.9, first  # fails the first check
+    assert following >= len(HUNG) * SERVER_TIMEOUT * 0.9, following  # and the second
+
+
+def _outcome(fn: Any, item: Any) -> Any:
+    try:
+        return fn(item)
+    except Exception as exc:
+        return exc
 
 
 def scripts_run(server: RedisServer) -> int:

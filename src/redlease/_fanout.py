@@ -43,6 +43,7 @@ import asyncio
 import contextlib
 import functools
 import select
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -51,7 +52,7 @@ from redis.exceptions import TimeoutError
 
 from ._core.scripts import Script
 
-__all__ = ["LATE", "NOT_YET", "AsyncFanOut", "Call", "FanOut", "Late", "Unsent"]
+__all__ = ["LATE", "NOT_YET", "AsyncFanOut", "Call", "FanOut", "Late", "Unsent", "hung"]
 
 Call = tuple[Any, Script, Sequence[bytes], Sequence[Any]]
 """One server's part: (backend, script, keys, args)."""
@@ -97,7 +98,7 @@ class Late(TimeoutError):
 
 
 class Unsent(Late):
-    """sync: a call never sent. Its server was hung (see :func:`_hung`), had no connection
+    """sync: a call never sent. Its server was hung (see :func:`hung`), had no connection
     open, and the others answered enough (or the deadline passed) before it would have been
     connected: a vote not cast, and nothing ran there (nothing to undo or follow)."""
 
@@ -105,13 +106,12 @@ class Unsent(Late):
         super().__init__("not sent: known not to answer, and not needed", backend, None)
 
 
-def _hung(backend: Any) -> bool:
-    """sync: a call on ``backend`` would first open a connection to a server that did not
-    answer when last asked (:meth:`~redlease._async.client.AsyncBackend.hung`: down, or
-    late and its connection given up on since), whose handshake may take the round's whole
-    deadline. A late server with a connection open is asked in turn, as any (a loaded machine
-    is late): left out, its queues and locks go stale, and its silence costs the waiters
-    their wake-ups."""
+def hung(backend: Any) -> bool:
+    """A call on ``backend`` would first open a connection to a server that did not answer
+    when last asked (:meth:`~redlease._async.client.AsyncBackend.hung`: down, or late and
+    its connection given up on since), whose handshake may take a whole deadline. (A late
+    server with a connection open is asked in turn, as any: a loaded machine is late. Left
+    out, its queues and locks go stale, and its silence costs the waiters their wake-ups.)"""
     return not backend.idle() and backend.hung()
 
 
@@ -349,7 +349,7 @@ class FanOut:
         first: list[int] = []
         last: list[int] = []
         for i, call in enumerate(calls):  # (asked once: another thread may change it)
-            (last if _hung(call[0]) else first).append(i)
+            (last if hung(call[0]) else first).append(i)
         if len(first) < len(calls) or not all(calls[i][0].idle() for i in first):
             # Servers with a connection open first: opening one (its own timeout) delays the
             # rest.
@@ -472,13 +472,30 @@ class FanOut:
 
     @staticmethod
     def gather(fn: Callable[[T], R], items: Sequence[T]) -> list[R | Exception]:
-        """``fn(item)`` for every item, in turn: each result, or the exception it raised."""
-        results: list[R | Exception] = []
-        for item in items:
+        """``fn(item)`` for every item at once: each result, or the exception it raised.
+
+        Each but the first runs in a daemon thread of its own: ``fn`` is a cold path (a
+        first contact with each server) whose connect may take its timeout, and one
+        server's must not hold up the others' (as asyncio's does not). Every ``fn`` call
+        must be bounded by its own timeouts: all are waited for."""
+        results: list[R | Exception] = [RuntimeError("not run")] * len(items)
+
+        def one(k: int) -> None:
             try:
-                results.append(fn(item))
+                results[k] = fn(items[k])
             except Exception as exc:
-                results.append(exc)
+                results[k] = exc
+
+        threads = [
+            threading.Thread(target=one, args=(k,), name="redlease-connect", daemon=True)
+            for k in range(1, len(items))
+        ]
+        for thread in threads:
+            thread.start()
+        if items:
+            one(0)
+        for thread in threads:
+            thread.join()
         return results
 
 

@@ -12,12 +12,14 @@ fails.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
 import redis.asyncio
 
 import redlease.asyncio as redlease
+from redlease._async import redlock as redlock_module
 from redlease._async.client import AsyncBackend
 from redlease.server import RedisServer
 
@@ -73,3 +75,54 @@ async def test_twin_connect_billed_to_the_deadline_fails_the_first_round(
     monkeypatch.setattr(AsyncBackend, "connect_grace", False)  # the old behaviour
     with pytest.raises(redlease.QuorumUnavailable, match="servers answered"):
         await acquire_while_connecting(redlock_servers)
+
+
+# -- a server that hangs from a Redlock's first contact ------------------------------------
+
+HUNG = (3, 4)
+DEADLINE = 0.5  # server_timeout: a server known down gets this for a new handshake
+
+
+async def acquire_times_with_two_hung_from_the_start(servers: list[RedisServer]) -> list[float]:
+    """Seconds each of three acquires of a fresh Redlock took while servers HUNG hang from
+    its first contact (they cannot be identified: see ``Redlock._check_servers``)."""
+    clients = [redis.asyncio.Redis(host=srv.host, port=srv.port) for srv in servers]
+    fresh: list[Any] = []
+    try:
+        old = redlease.Redlock(clients, "identify", ttl=10.0)
+        assert await old.acquire(blocking=False)  # an old name: every server has its fence
+        await old.release()
+        for i in HUNG:
+            servers[i].pause()
+        fresh = [redis.asyncio.Redis(host=srv.host, port=srv.port) for srv in servers]
+        lock = redlease.Redlock(fresh, "identify", ttl=10.0, server_timeout=DEADLINE)
+        times = []
+        for _ in range(3):  # bounded: at most a connect timeout, then a deadline, each
+            start = time.monotonic()
+            assert await lock.acquire(blocking=False)
+            times.append(time.monotonic() - start)
+            await lock.release()
+        return times
+    finally:
+        for i in HUNG:
+            servers[i].resume()
+        for client in [*clients, *fresh]:
+            await redlease.close(client)
+            await client.aclose()
+
+
+async def test_a_server_hung_from_the_start_is_not_asked_before_every_acquire(
+    redlock_servers: list[RedisServer],
+) -> None:
+    """It is identified once it answers a round again; the first acquire met it (its
+    connect timeout, once for all hung servers)."""
+    times = await acquire_times_with_two_hung_from_the_start(redlock_servers)
+    assert max(times[1:]) < 0.5 * DEADLINE, times
+
+
+async def test_twin_identifying_it_before_every_acquire_costs_each_a_deadline(
+    redlock_servers: list[RedisServer], monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(redlock_module, "hung", lambda backend: False)  # the old behaviour
+    times = await acquire_times_with_two_hung_from_the_start(redlock_servers)
+    assert min(times[1:]) >= 0.9 * DEADLINE, times  # fails the check above

@@ -26,7 +26,7 @@ from .._core.lock import (
 )
 from .._core.scripts import Script
 from .._core.waiters import WAITERS, Outcome
-from .._fanout import NOT_YET, AsyncFanOut, Late, Unsent
+from .._fanout import NOT_YET, AsyncFanOut, Late, Unsent, hung
 from .._synchronization import AsyncBackground, AsyncShield
 from ..errors import QuorumUnavailable
 from .client import AsyncBackend, check_client
@@ -227,11 +227,16 @@ class AsyncRedlock(AsyncHandle):
         return out
 
     async def _check_servers(self) -> None:
-        """Refuse one server given twice (by its run_id and database), once all answered."""
+        """Refuse one server given twice (by its run_id and database), once all answered.
+
+        A server known not to answer is asked once it answers a round again (see
+        :func:`~redlease._fanout.hung`): asked before every acquire, it would cost each one
+        a deadline while it hangs."""
         missing = [i for i in range(len(self._clients)) if i not in self._identified]
         if not missing:
             return
         backends = [rt.backend.with_deadline(self.server_timeout) for rt in self._runtimes()]
+        missing = [i for i in missing if not hung(backends[i])]
 
         async def identify(i: int) -> tuple[str, int]:
             return await backends[i].identify()
