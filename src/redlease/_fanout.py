@@ -98,12 +98,13 @@ class Late(TimeoutError):
 
 
 class Unsent(Late):
-    """sync: a call never sent. Its server was hung (see :func:`hung`), had no connection
-    open, and the others answered enough (or the deadline passed) before it would have been
-    connected: a vote not cast, and nothing ran there (nothing to undo or follow)."""
+    """A call never sent: its server was :func:`hung` and the call was not needed (sync: the
+    others answered enough, or the deadline passed, before it would have been connected; a
+    Redlock leaving the queues of such a server): a vote not cast, and nothing ran there
+    (nothing to undo or follow)."""
 
     def __init__(self, backend: Any) -> None:
-        super().__init__("not sent: known not to answer, and not needed", backend, None)
+        super().__init__("not sent: known not to answer, and not needed in time", backend, None)
 
 
 def hung(backend: Any) -> bool:
@@ -343,9 +344,10 @@ class FanOut:
         packs = _packs(calls)
         # A hung server with no connection open would make the round wait its handshake
         # before the next one is even sent (no threads: one at a time): it is connected
-        # last, one at a time while the deadline lasts (however many hang, they cost the
-        # round its deadline once), and only if the others did not give ``enough``, or to
-        # probe it.
+        # last, and only if the others did not give ``enough``, one at a time within one
+        # more deadline at most (however many hang, they cost the round one deadline; one
+        # that answers again is heard even when the others used up the round's). Else it
+        # is probed now and then, off the caller's path (see _probe).
         first: list[int] = []
         last: list[int] = []
         for i, call in enumerate(calls):  # (asked once: another thread may change it)
@@ -358,15 +360,21 @@ class FanOut:
         try:
             until = FanOut._send(calls, packs, first, results, sent, started + timeout, timeout)
             FanOut._read(sent, results, until, timeout, enough)
+            needed_by: float | None = None  # the hung ones' deadline, once they are needed
             for i in last:
                 backend = calls[i][0]
-                needed = enough is None or not enough(results)
-                # (A probe is taken only when sent: one cut off by the deadline stays due.)
-                if time.monotonic() >= until or not (needed or backend.probe()):
-                    results[i] = Unsent(backend)  # not needed, or no time left: never sent
-                    continue
-                until = FanOut._send(calls, packs, [i], results, sent, until, timeout)
-                FanOut._read(sent, results, until, timeout, enough)
+                if enough is None or not enough(results):
+                    if needed_by is None:  # one deadline for them all, at least
+                        needed_by = max(until, time.monotonic() + timeout)
+                    if time.monotonic() < needed_by:
+                        needed_by = FanOut._send(
+                            calls, packs, [i], results, sent, needed_by, timeout
+                        )
+                        FanOut._read(sent, results, needed_by, timeout, enough)
+                        continue
+                results[i] = Unsent(backend)  # not needed, or no time left: never sent
+                if backend.probe():
+                    _probe(backend)
         except BaseException:  # interrupted: close the connections not read yet
             for _, other, unread in sent.values():
                 other.abandon(unread)
@@ -550,6 +558,20 @@ class _Poller:
 CHAIN = 4
 """The most unread calls queued on one connection to a late server; past that, the server is
 given up on that connection (closed) and the next call goes on a fresh one."""
+
+
+def _probe(backend: Any) -> None:
+    """sync: ask a :func:`hung` server whether it answers again, in a daemon thread that ends
+    within its connect timeout: open a connection (its handshake bounded by the deadline)
+    and keep it, so that the next round sends to it as to any (then a reply in time makes
+    it answer again); or fail, and it stays down until the next probe. The caller never
+    waits for it."""
+    threading.Thread(target=_try_warm, args=(backend,), name="redlease-probe", daemon=True).start()
+
+
+def _try_warm(backend: Any) -> None:
+    with contextlib.suppress(Exception):  # (logged once by the backend: it is down)
+        backend.warm()
 
 
 def _full(pending: Any) -> bool:

@@ -275,8 +275,19 @@ class AsyncRedlock(AsyncHandle):
 
         async def leave(servers: list[int], timeout: float | None) -> None:
             keys, args = self._queue_args(token)
-            some = servers if len(servers) < n else ()  # all of them: only some tell
-            replies = await self._round(LEAVE, keys, args, some, quiet=core.quiet(args))
+            # A hung server is not waited for (it would cost the caller a deadline): it is
+            # told nothing now, and when it answers again, its queue skips a waiter that
+            # does not take its turn.
+            backends = self._backends()
+            told = [i for i in servers if not hung(backends[i])]
+            some = told if len(told) < n else ()  # all of them: only some tell
+            replies = (
+                await self._round(LEAVE, keys, args, some, quiet=core.quiet(args))
+                if told
+                else [None] * n
+            )
+            for i in set(servers) - set(told):
+                replies[i] = Unsent(backends[i])
             self._require_answers("leave the queues of", core.failures(replies))
 
         holding: Holding | None = await wait_turn(

@@ -567,13 +567,13 @@ class Backend:
         return self.connect_grace and not self.hung()
 
     def probe(self) -> bool:
-        """Whether a sync fan-out should ask this :meth:`hung` server, with no connection
-        open, although the others gave enough: :data:`PROBE` seconds after it was found
-        late or down, then at doubling intervals while it does not answer, so that a server
-        that hung for a while is not left out of every round after it recovered, its queues
-        and locks going stale while the others carry on. The probing round bounds its handshake
-        by the round's deadline. (A late server with a connection open is asked in turn
-        anyway: a loaded machine is late.)"""
+        """Whether a sync fan-out should probe this :meth:`hung` server, with no connection
+        open, that a round did without: :data:`PROBE` seconds after it last failed to
+        answer, then at doubling intervals while it does not, so that a server that hung for
+        a while is not left out of every round after it recovered, its queues and locks going
+        stale while the others carry on. The probe opens a connection off the round's path,
+        its handshake bounded by the deadline. (A late server with a connection open is
+        asked in turn anyway: a loaded machine is late.)"""
         root = self._root
         now = time.monotonic()
         if now < root._probe_at:
