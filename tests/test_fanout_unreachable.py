@@ -11,8 +11,10 @@ connections in parallel and needs none of this.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,15 +31,25 @@ SERVER_TIMEOUT = 1.0
 HUNG = (3, 4)
 
 
+@contextlib.contextmanager
+def hanging(servers: list[RedisServer]) -> Iterator[None]:
+    """Servers HUNG paused (SIGSTOP) for the block, and resumed after it whatever happens."""
+    for i in HUNG:
+        servers[i].pause()
+    try:
+        yield
+    finally:
+        for i in HUNG:
+            servers[i].resume()
+
+
 def timed_with_two_hung(clients: list[Any], servers: list[RedisServer]) -> tuple[float, float]:
     """Seconds an acquire and a release took, once servers HUNG are known down (a late
     call's connection is closed after LATE; a new one's handshake then times out)."""
     lock = redlease.Redlock(clients, "unreachable", ttl=10.0, server_timeout=SERVER_TIMEOUT)
     assert lock.acquire(blocking=False)
     lock.release()  # every connection open
-    for i in HUNG:
-        servers[i].pause()
-    try:
+    with hanging(servers):
         assert lock.acquire(blocking=False)  # HUNG are late: known not to answer now
         lock.release()
         time.sleep(LATE + 0.2)  # their late calls' connections are closed at the next round
@@ -50,9 +62,6 @@ def timed_with_two_hung(clients: list[Any], servers: list[RedisServer]) -> tuple
         acquired = time.monotonic()
         lock.release()
         released = time.monotonic()
-    finally:
-        for i in HUNG:
-            servers[i].resume()
     return acquired - start, released - acquired
 
 
@@ -83,10 +92,8 @@ def slowest_call_while_two_hang(clients: list[Any], servers: list[RedisServer]) 
     lock = redlease.Redlock(clients, "reconnect", ttl=10.0, server_timeout=SERVER_TIMEOUT)
     assert lock.acquire(blocking=False)
     lock.release()  # every connection open
-    for i in HUNG:
-        servers[i].pause()
     slowest = 0.0
-    try:
+    with hanging(servers):
         end = time.monotonic() + 3.0  # bounded: a few dozen rounds
         while time.monotonic() < end:
             start = time.monotonic()
@@ -95,9 +102,6 @@ def slowest_call_while_two_hang(clients: list[Any], servers: list[RedisServer]) 
             lock.release()
             slowest = max(slowest, acquired - start, time.monotonic() - acquired)
             time.sleep(0.05)
-    finally:
-        for i in HUNG:
-            servers[i].resume()
     return slowest
 
 
@@ -130,10 +134,8 @@ def handoffs_while_two_hang(clients: list[Any], servers: list[RedisServer]) -> l
     holder = redlease.Redlock(clients, "handoff", ttl=10.0, server_timeout=SERVER_TIMEOUT)
     assert holder.acquire(blocking=False)
     holder.release()  # every connection open
-    for i in HUNG:
-        servers[i].pause()
     gaps = []
-    try:
+    with hanging(servers):
         for _ in range(4):
             assert holder.acquire(blocking=False)
             waiter = redlease.Redlock(clients, "handoff", ttl=10.0, server_timeout=SERVER_TIMEOUT)
@@ -152,9 +154,6 @@ def handoffs_while_two_hang(clients: list[Any], servers: list[RedisServer]) -> l
             thread.join(10.0)
             assert acquired, "the waiter did not get the lock"
             gaps.append(acquired[0] - released)
-    finally:
-        for i in HUNG:
-            servers[i].resume()
     return gaps
 
 
@@ -183,22 +182,19 @@ def first_and_next_acquire_with_two_hung(
     lock = redlease.Redlock(clients, "fresh", ttl=10.0, server_timeout=SERVER_TIMEOUT)
     assert lock.acquire(blocking=False)  # an old name: every server has its fence counter
     lock.release()
-    for i in HUNG:
-        servers[i].pause()
-    clients = [server.client() for server in servers]  # nothing connected yet
-    try:
-        lock = redlease.Redlock(clients, "fresh", ttl=10.0, server_timeout=SERVER_TIMEOUT)
-        took = []
-        for _ in range(2):
-            start = time.monotonic()
-            assert lock.acquire(blocking=False)
-            took.append(time.monotonic() - start)
-            lock.release()
-    finally:
-        for i in HUNG:
-            servers[i].resume()
-        for client in clients:
-            client.close()
+    took = []
+    with hanging(servers):
+        fresh = [server.client() for server in servers]  # nothing connected yet
+        try:
+            lock = redlease.Redlock(fresh, "fresh", ttl=10.0, server_timeout=SERVER_TIMEOUT)
+            for _ in range(2):
+                start = time.monotonic()
+                assert lock.acquire(blocking=False)
+                took.append(time.monotonic() - start)
+                lock.release()
+        finally:
+            for client in fresh:
+                client.close()
     return took[0], took[1]
 
 
