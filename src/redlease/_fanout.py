@@ -11,11 +11,12 @@ The sync and asyncio forms are different algorithms, so both are written here si
 The command is packed once for all servers that get the same script, keys and args.
 
 Opening a connection is not billed to the deadline: it has its own timeout (the backend's
-connect timeout, handshake included), and a call's clock starts once its connection is open
-(sync: when it is sent; servers with a connection open are sent to first), unless the server
-is known to be down or its last reply was late (then the hung servers cost a round its
-deadline once, however many hang, not a connect timeout each). Without this, a fresh
-Redlock's first round on a loaded machine spent its 0.1 s connecting.
+connect timeout, handshake included), and a call's clock starts once it is sent (sync:
+servers with a connection open are sent to first; asyncio: a stall of the process before
+its tasks sent counts against nobody), unless the server is known to be down or its last
+reply was late (then the hung servers cost a round its deadline once, however many hang,
+not a connect timeout each). Without this, a fresh Redlock's first round on a loaded
+machine spent its 0.1 s connecting.
 
 A process that was itself paused past the deadline (asyncio: its timer fired more than half
 a deadline late) does not blame the servers for it: their replies get one more deadline, once
@@ -124,6 +125,7 @@ class _Slot:
         self.pending: Any = None
         self.behind: list[tuple[Script, Sequence[bytes], Sequence[Any]]] = []
         self.clock: float | None = None  # when its connection was opened (not billed)
+        self.began: float | None = None  # when its task began (to send it)
         self.connecting = False
 
 
@@ -167,6 +169,7 @@ class AsyncFanOut:
 
         async def one(i: int, call: Call, packed: Any) -> Any:
             backend, script, keys, args = call
+            slots[i].began = time.monotonic()  # (not later: a backlog is the server's own)
             earlier = [task for task in backend.parked_calls() if not task.done()]
             if earlier:  # this server's late replies first: its calls run in order
                 await asyncio.wait(earlier, timeout=timeout)
@@ -216,6 +219,9 @@ class AsyncFanOut:
                     if any(slots[tasks[task]].connecting for task in waiting):
                         continue  # (it started connecting meanwhile)
                     now = time.monotonic()
+                    later = _until(started, timeout, [slots[tasks[task]] for task in waiting])
+                    if later is not None and later > now:
+                        continue  # sent after the deadline was set: theirs runs from then
                     if grace is None and now - until > timeout * OVERSLEPT:
                         # The loop woke far past the deadline: this process was paused (a
                         # stall, a long callback), perhaps before its commands were even
@@ -302,15 +308,25 @@ class AsyncFanOut:
 
 
 def _until(started: float, timeout: float, slots: list[_Slot]) -> float | None:
-    """When the round's calls in ``slots`` are all late: each has ``timeout`` from the
-    start, or from when its connection was opened (None: one is being opened)."""
+    """When the round's calls in ``slots`` are all late: each has ``timeout`` from when it
+    was sent, else from when its connection was opened, else from the start (None: one is
+    being opened)."""
     until = started
     for slot in slots:
         if slot.connecting:
             return None
-        if slot.clock is not None and slot.clock > until:
-            until = slot.clock
+        for clock in (slot.clock, _sent_at(slot)):
+            if clock is not None and clock > until:
+                until = clock
     return until + timeout
+
+
+def _sent_at(slot: _Slot) -> float | None:
+    """When the task of ``slot`` began to send its call (None: not yet). A call whose task
+    began late, after the process stalled between the round's start and its tasks, has its
+    whole deadline from then: the servers are not blamed for the stall. (A server's own
+    backlog, its earlier calls read first, still counts against it.)"""
+    return slot.began
 
 
 def _forget(backend: Any, task: Any) -> None:
