@@ -51,7 +51,7 @@ async def test_twin_without_a_second_look_the_servers_are_late(
     """The check above catches a fan-out that blames its servers for its own pause (with
     neither look: the long pause is caught by either)."""
     monkeypatch.setattr(_fanout, "OVERSLEPT", float("inf"))
-    monkeypatch.setattr(_fanout, "_sent_at", lambda slot: None)
+    monkeypatch.setattr(_fanout, "_began", lambda slot: None)
     rounds = await paused_rounds(async_redlock_clients)
     assert any(isinstance(r, Late) for replies in rounds for r in replies)  # fails above
 
@@ -72,6 +72,6 @@ async def test_a_call_sent_after_a_short_pause_has_its_whole_deadline(
 async def test_twin_counting_from_the_rounds_start_the_servers_are_late(
     async_redlock_clients: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_fanout, "_sent_at", lambda slot: None)  # the old clock
+    monkeypatch.setattr(_fanout, "_began", lambda slot: None)  # the old clock
     rounds = await paused_rounds(async_redlock_clients, SHORT_PAUSE)
     assert any(isinstance(r, Late) for replies in rounds for r in replies)  # fails above

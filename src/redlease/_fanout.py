@@ -221,7 +221,7 @@ class AsyncFanOut:
                     now = time.monotonic()
                     later = _until(started, timeout, [slots[tasks[task]] for task in waiting])
                     if later is not None and later > now:
-                        continue  # sent after the deadline was set: theirs runs from then
+                        continue  # began after the deadline was set: theirs runs from then
                     if grace is None and now - until > timeout * OVERSLEPT:
                         # The loop woke far past the deadline: this process was paused (a
                         # stall, a long callback), perhaps before its commands were even
@@ -308,21 +308,21 @@ class AsyncFanOut:
 
 
 def _until(started: float, timeout: float, slots: list[_Slot]) -> float | None:
-    """When the round's calls in ``slots`` are all late: each has ``timeout`` from when it
-    was sent, else from when its connection was opened, else from the start (None: one is
-    being opened)."""
+    """When the round's calls in ``slots`` are all late: each has ``timeout`` from when its
+    task began or its connection was opened, whichever is later, else from the start (None:
+    one is being opened)."""
     until = started
     for slot in slots:
         if slot.connecting:
             return None
-        for clock in (slot.clock, _sent_at(slot)):
+        for clock in (slot.clock, _began(slot)):
             if clock is not None and clock > until:
                 until = clock
     return until + timeout
 
 
-def _sent_at(slot: _Slot) -> float | None:
-    """When the task of ``slot`` began to send its call (None: not yet). A call whose task
+def _began(slot: _Slot) -> float | None:
+    """When the task of ``slot`` began (None: not yet). A call whose task
     began late, after the process stalled between the round's start and its tasks, has its
     whole deadline from then: the servers are not blamed for the stall. (A server's own
     backlog, its earlier calls read first, still counts against it.)"""
