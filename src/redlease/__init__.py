@@ -21,6 +21,7 @@ from ._core.inventory import Reservation, Stock
 from ._core.latch import LatchInfo
 from ._core.lock import LockInfo
 from ._core.ratelimit import RateLimit
+from ._core.rates import Rate
 from ._core.rwlock import ReadWriteLockInfo
 from ._core.semaphore import SemaphoreInfo
 from ._sync.closing import close, closing
@@ -109,6 +110,7 @@ __all__ = [
     "PermitNotHeld",
     "QuorumUnavailable",
     "RLock",
+    "Rate",
     "RateLimit",
     "RateLimitError",
     "RateLimitUnavailable",

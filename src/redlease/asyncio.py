@@ -29,6 +29,7 @@ from ._core.inventory import Reservation, Stock
 from ._core.latch import LatchInfo
 from ._core.lock import LockInfo
 from ._core.ratelimit import RateLimit
+from ._core.rates import Rate
 from ._core.rwlock import ReadWriteLockInfo
 from ._core.semaphore import SemaphoreInfo
 from .errors import (
@@ -105,6 +106,7 @@ __all__ = [
     "PermitNotHeld",
     "QuorumUnavailable",
     "RLock",
+    "Rate",
     "RateLimit",
     "RateLimitError",
     "RateLimitUnavailable",

@@ -159,7 +159,7 @@ def rate_limit(
     :param name: the limiter's name (default: the view's dotted name, so each view counts on
         its own); give one name to views that share a budget.
     :param client: a redis-py client (default :func:`client`, from settings).
-    :param algorithm, burst, prefix: as :class:`redlease.RateLimiter`'s.
+    :param algorithm: as :class:`redlease.RateLimiter`'s (also ``burst``, ``prefix``).
     :param cost: units each request takes.
     """
     options: dict[str, Any] = {"on_unavailable": on_unavailable, "key": key, "cost": cost}

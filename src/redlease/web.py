@@ -123,7 +123,8 @@ class RateLimitMiddleware:
         :param on_unavailable: ``"allow"`` or ``"deny"`` (503) while Redis cannot answer.
         :param key: the subject of a request (default :func:`client_address`).
         :param name: the limiter's name (its keys' prefix): one per set of limits.
-        :param algorithm, burst, prefix: as :class:`redlease.asyncio.RateLimiter`'s.
+        :param algorithm: as :class:`redlease.asyncio.RateLimiter`'s (also ``burst``,
+            ``prefix``).
         :param cost: units each request takes.
         """
         self.app = app
