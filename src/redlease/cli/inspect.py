@@ -21,6 +21,7 @@ import redis
 
 import redlease
 
+from . import ratelimit
 from ._common import (
     DEFAULT_URL,
     CliError,
@@ -44,7 +45,7 @@ __all__ = [
     "scan_all",
 ]
 
-KINDS = ("lock", "rwlock", "semaphore", "latch", "election")
+KINDS = ("lock", "rwlock", "semaphore", "latch", "election", "ratelimit")
 """The values of ``--kind``: which primitive NAME is."""
 
 EX_FOREIGN = 1
@@ -70,6 +71,11 @@ outside redlease, has no expiry).
 readers, writer, waiters, fence, leases; SemaphoreInfo: permits, used, available, waiters,
 holders, fence; LatchInfo: count, rounds, waiters; ElectionInfo: leader {"value", "term"} |
 null, remaining, candidates, last_term).
+
+--kind ratelimit --subject KEY --rate RATE [--algorithm A] shows what a hit of cost 1 by
+KEY would get now from rate limiter NAME under each of its limits, taking nothing; --json:
+{"name", "kind", "subject", "algorithm", "allowed", "limits": [{"rate", "limit", "window",
+"allowed", "remaining", "retry_after", "reset_after"}, ...]}.
 
 --all lists every primitive with a key under --prefix instead (SCAN COUNT 500, at most
 --limit names; on a Redis Cluster, every master): a table, or with
@@ -109,6 +115,7 @@ def add_parser(subparsers: Any) -> None:
         default="lock",
         help="which primitive NAME is (default: lock)",
     )
+    ratelimit.add_arguments(parser)
     handler_defaults(parser, command)
 
 
@@ -306,6 +313,8 @@ def command(args: argparse.Namespace) -> int:
     if args.all:
         return _all(args)
     name: str = args.name
+    if args.kind == "ratelimit":
+        return ratelimit.command(args)
     if args.kind != "lock":
         return _family(args)
     lock = redlease.Lock(args.client, name, prefix=args.prefix)
