@@ -151,6 +151,26 @@ async def test_redis_down_gives_the_configured_answer_logged_and_counted(
     assert decisions.calls == [("http", choice)] * 2
 
 
+async def test_a_hung_server_times_out_into_the_configured_answer(
+    make_server: Any, decisions: Decisions
+) -> None:
+    srv = make_server()
+    client = redis.asyncio.Redis(
+        host=srv.host, port=srv.port, socket_timeout=0.3, retry=Retry(NoBackoff(), 0)
+    )
+    await client.ping()
+    srv.pause()
+    try:
+        deny = starlette_app(client, rate="3/minute", on_unavailable="deny")
+        allow = starlette_app(client, rate="3/minute", on_unavailable="allow", name="open")
+        assert (await get(deny)).status_code == 503
+        assert (await get(allow)).text == "hello"
+    finally:
+        srv.resume()
+        await client.aclose()
+    assert decisions.calls == [("http", "deny"), ("open", "allow")]
+
+
 async def test_on_unavailable_must_be_chosen(async_client: redis.asyncio.Redis) -> None:
     async def app(scope: Any, receive: Any, send: Any) -> None:
         raise AssertionError("not reached")
