@@ -86,7 +86,8 @@ class RateLimit:
     could still pass now, after this hit. ``retry_after``: seconds until a refused hit of the
     same cost would pass (0 when allowed). ``reset_after``: seconds until the subject is fully
     reset (no trace of its hits left; 0 when it has none). ``limit`` and ``window`` are the
-    limit's (units per ``window`` seconds).
+    limit's (units per ``window`` seconds); with ``"token_bucket"``, ``remaining`` counts the
+    bucket's tokens, up to its ``burst``, which may be more than ``limit``.
 
     With several limits the answer is the tightest limit's (when refused, the refusing limit
     whose ``retry_after`` is longest; when allowed, the one with the fewest ``remaining``),

@@ -32,7 +32,8 @@ class RateLimiter:
     ``retry_after`` and ``reset_after`` (seconds), with every limit's answer in ``.limits``.
     ``algorithm`` is ``"fixed"``, ``"sliding"``, ``"gcra"`` or ``"token_bucket"`` (see
     :mod:`redlease._core.ratelimit` for what each lets through, and what it costs). Each call
-    is one atomic script on the server's clock; refused hits are never counted.
+    is one atomic script on the server's clock; refused hits are never counted. ``rates``
+    holds the limits, shortest window first; ``limit`` and ``window`` are the first one's.
 
     A Redis failure raises :class:`~redlease.RateLimitUnavailable` (never a made-up answer):
     catch it to fail open or closed, as suits you (``redlease.web`` and ``redlease.django``
