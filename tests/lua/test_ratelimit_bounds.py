@@ -10,14 +10,20 @@ of each call, so the check uses the very clock the script decided by. For every 
 * gcra: ``units(a, b) <= L + L * (b - a) / W``;
 * token_bucket: ``units(a, b) <= burst + L * (b - a) / W``.
 
+Each run is also replayed through the algorithm written again in Python
+(``ratelimit_models.py``), which must agree with every answer away from rounding margins:
+a script that refuses too much passes the bounds, but not the replay.
+
 The twins show that the checks can fail: a synthetic fixed-window trace breaks the sliding
-bound, and so does a real fixed-window run timed across a window's end.
+bound, and so does a real fixed-window run timed across a window's end; a refusal with units
+left fails the replay.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -26,29 +32,50 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from redlease._core import ratelimit as core
+from redlease._core.ratelimit import RateLimit
 from redlease._core.rates import Rate
+from tests.lua.ratelimit_models import Model
 
 pytestmark = pytest.mark.timeout(120)
 TOLERANCE = 1e-6  # units: the scripts' own slack against floating-point rounding
 Hit = tuple[int, int]  # (server time us, cost) of an admitted hit
 
 
+Call = tuple[int, int, RateLimit]  # (server time us, cost, answer) of each call
+
+
 def run(client: redis.Redis, algorithm: str, rates: Sequence[Rate], sizes: Sequence[int],
-        program: Sequence[tuple[float, int]], subject: str) -> tuple[list[Hit], int]:  # fmt: skip
-    """The admitted hits of ``program`` ((sleep s, cost) per hit), and how many were refused."""
+        program: Sequence[tuple[float, int]], subject: str) -> list[Call]:  # fmt: skip
+    """Every call of ``program`` ((sleep s, cost) per hit) with its server time and answer."""
     script = client.register_script(core.script(algorithm).source)  # type: ignore[arg-type]
     keys = core.keys("bounds", b"t", algorithm, subject.encode(), rates)  # type: ignore[arg-type]
-    admitted: list[Hit] = []
-    refused = 0
+    calls: list[Call] = []
     for pause, cost in program:
         time.sleep(pause)
         raw = script(keys=keys, args=[cost, 1, *core.limit_args(rates, sizes)])
         now, answer = core.decode_reply(raw, rates)
+        calls.append((now, cost, answer))
+    return calls
+
+
+def admitted(calls: list[Call]) -> list[Hit]:
+    return [(now, cost) for now, cost, answer in calls if answer.allowed]
+
+
+def mismatches(algorithm: str, calls: list[Call], rates: Sequence[Rate],
+               sizes: Sequence[int]) -> list[str]:  # fmt: skip
+    """The calls whose answer, per limit, differs from the algorithm replayed in Python."""
+    models = [Model(algorithm, rate, size) for rate, size in zip(rates, sizes, strict=True)]
+    found = []
+    for i, (now, cost, answer) in enumerate(calls):
+        for model, got in zip(models, answer.limits, strict=True):
+            expected = model.check(now, cost)
+            if expected is not None and expected != got.allowed:
+                found.append(f"call {i} (cost {cost}): {got.allowed}, model {expected}")
         if answer.allowed:
-            admitted.append((now, cost))
-        else:
-            refused += 1
-    return admitted, refused
+            for model, got in zip(models, answer.limits, strict=True):
+                model.commit(now, cost, got)
+    return found
 
 
 def spans(hits: list[Hit]) -> list[tuple[float, int]]:
@@ -125,10 +152,12 @@ def test_admitted_units_stay_within_the_documented_bound(
         rates, sizes, program = scenario
         if algorithm != "token_bucket":
             sizes = [r.amount for r in rates]
-        admitted, _ = run(client, algorithm, rates, sizes, program, f"s{next(runs)}")
-        assert admitted  # the first hit always passes: it costs at most every limit
+        calls = run(client, algorithm, rates, sizes, program, f"s{next(runs)}")
+        hits = admitted(calls)
+        assert hits  # the first hit always passes: it costs at most every limit
         for rate, size in zip(rates, sizes, strict=True):
-            assert violations(algorithm, admitted, rate, size) == []
+            assert violations(algorithm, hits, rate, size) == []
+        assert mismatches(algorithm, calls, rates, sizes) == []  # nor refuses too much
 
     check()
 
@@ -164,3 +193,16 @@ def test_twin_a_real_fixed_window_run_breaks_the_sliding_bound(client: redis.Red
     assert len(hits) == 2 * amount  # both windows filled
     assert violations("fixed", hits, rate, amount) == []
     assert violations("sliding", hits, rate, amount)
+
+
+def test_twin_a_limiter_that_refuses_too_much_is_caught() -> None:
+    """The replay's twin: a refusal with 4 of 5 units left fails every algorithm's model."""
+    rate = Rate(0.1, 5)
+
+    def answer(allowed: bool, reset: float) -> RateLimit:
+        one = RateLimit(allowed, 4, 0.0 if allowed else 0.05, reset, 5, 0.1)
+        return replace(one, limits=(one,))
+
+    calls = [(0, 1, answer(True, 0.1)), (1_000, 1, answer(False, 0.099))]
+    for algorithm in core.ALGORITHMS:
+        assert mismatches(algorithm, calls, [rate], [5]) == ["call 1 (cost 1): False, model True"]
