@@ -35,6 +35,9 @@ if not settings.configured:  # other test modules may have configured Django alr
     )
     django.setup()
 
+APP = {"ROOT_URLCONF": __name__, "ALLOWED_HOSTS": ["testserver"], "MIDDLEWARE": []}
+"""This module's app, whatever settings another test module configured Django with."""
+
 
 @redlease.django.rate_limit("3/minute", on_unavailable="deny")
 def limited(request: HttpRequest) -> HttpResponse:
@@ -75,7 +78,7 @@ urlpatterns = [
 def app(server: RedisServer, client: redis.Redis) -> Iterator[Client]:
     """Django's test client, with settings.REDLEASE pointing at the (flushed) server."""
     url = f"redis://{server.host}:{server.port}/0"
-    with override_settings(ROOT_URLCONF=__name__, REDLEASE={"url": url}):
+    with override_settings(**APP, REDLEASE={"url": url}):
         yield Client()
 
 
@@ -133,9 +136,8 @@ def test_redis_down_gives_the_configured_answer(
     caplog.set_level(logging.WARNING, logger="redlease")
     config = {"rate": "3/minute", "on_unavailable": choice}
     middleware = ["redlease.django.RateLimitMiddleware"]
-    with override_settings(
-        ROOT_URLCONF=__name__, MIDDLEWARE=middleware, REDLEASE={"url": url, "rate_limit": config}
-    ):
+    settled = {**APP, "MIDDLEWARE": middleware, "REDLEASE": {"url": url, "rate_limit": config}}
+    with override_settings(**settled):
         answers = [Client().get("/plain") for _ in range(2)]
     assert [r.status_code for r in answers] == [status, status]
     assert "RateLimit-Limit" not in answers[0].headers
