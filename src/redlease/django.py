@@ -95,7 +95,9 @@ class _Check:
 
     def __init__(self, rate: Any, name: str, options: dict[str, Any]) -> None:
         # Bad input fails here, not at the first request (the client is made then).
-        core.bursts(options["burst"], notation.parse(rate), core.algorithm(options["algorithm"]))
+        rates = notation.parse(rate)
+        sizes = core.bursts(options["burst"], rates, core.algorithm(options["algorithm"]))
+        self.cost = core.cost(options.pop("cost"), min(*(r.amount for r in rates), *sizes))
         self.choice = http.on_unavailable(options.pop("on_unavailable"))
         key = options.pop("key")
         if isinstance(key, str):
@@ -103,7 +105,6 @@ class _Check:
         if key is not None and not callable(key):
             raise TypeError(f"key must be a function of the request, got {type(key).__name__}")
         self.key: Key = client_address if key is None else key
-        self.cost = options.pop("cost")
         self.client = options.pop("client")
         self.rate, self.name, self.options = rate, name, options
         self._limiter: RateLimiter | None = None

@@ -37,6 +37,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import _observe
+from ._core import ratelimit as core
 from ._core import ratelimit_http as http
 from .asyncio import RateLimit, RateLimiter, RateLimitUnavailable
 
@@ -75,7 +76,8 @@ class _Check:
         self.limiter = limiter
         self.key: Key = client_address if key is None else key
         self.choice = http.on_unavailable(choice)
-        self.cost = cost
+        most = min(*(rate.amount for rate in limiter.rates), *limiter.bursts)
+        self.cost = core.cost(cost, most)  # checked now, not at the first request
 
     async def __call__(self, request: Request) -> tuple[http.Verdict, RateLimit | None]:
         subject = self.key(request)

@@ -183,6 +183,8 @@ async def test_on_unavailable_must_be_chosen(async_client: redis.asyncio.Redis) 
         redlease.web.rate_limit(async_client, "1/second", on_unavailable="open")
     with pytest.raises(ValueError, match=r"^rate must be limits"):
         redlease.web.rate_limit(async_client, "1/fortnight", on_unavailable="allow")
+    with pytest.raises(ValueError, match=r"^cost must be at most the limit \(1\)"):
+        redlease.web.rate_limit(async_client, "1/second", on_unavailable="allow", cost=2)
     with pytest.raises(TypeError, match=r"^key must be a function"):
         redlease.web.rate_limit(async_client, "1/second", on_unavailable="allow", key="ip")  # type: ignore[arg-type]
 

@@ -155,6 +155,8 @@ def test_options_are_checked_before_any_request() -> None:
         redlease.django.rate_limit("1/second", on_unavailable="open")(plain)
     with pytest.raises(ValueError, match=r"^rate must be limits"):
         redlease.django.rate_limit("1/fortnight", on_unavailable="allow")(plain)
+    with pytest.raises(ValueError, match=r"^cost must be at most the limit \(2\)"):
+        redlease.django.rate_limit("2/second;9/day", on_unavailable="allow", cost=3)(plain)
     with pytest.raises(ValueError, match=r"^burst applies"):
         redlease.django.rate_limit("1/second", on_unavailable="allow", burst=3)(plain)
     for config, error in (
