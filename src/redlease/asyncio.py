@@ -19,6 +19,8 @@ from ._async.inventory import AsyncInventory as Inventory
 from ._async.latch import AsyncCountDownLatch as CountDownLatch
 from ._async.lock import AsyncLock as Lock
 from ._async.lock import AsyncRLock as RLock
+from ._async.once import AsyncOnce as Once
+from ._async.once import AsyncOnceRun as OnceRun
 from ._async.ratelimit import AsyncRateLimiter as RateLimiter
 from ._async.redlock import AsyncRedlock as Redlock
 from ._async.rwlock import AsyncReadWriteLock as ReadWriteLock
@@ -28,6 +30,7 @@ from ._core.fencing import FencedRecord
 from ._core.inventory import Reservation, Stock
 from ._core.latch import LatchInfo
 from ._core.lock import LockInfo
+from ._core.once import OnceInfo
 from ._core.ratelimit import RateLimit
 from ._core.rwlock import ReadWriteLockInfo
 from ._core.semaphore import SemaphoreInfo
@@ -51,6 +54,8 @@ from .errors import (
     NoPermit,
     NotAcquired,
     NotLeader,
+    OnceError,
+    OnceUnavailable,
     OrderClosed,
     OrderConflict,
     OrderNotFound,
@@ -61,6 +66,7 @@ from .errors import (
     RateLimitUnavailable,
     RedleaseError,
     ReplicasUnavailable,
+    RunLost,
     SemaphoreError,
     SemaphoreUnavailable,
     SoldOut,
@@ -98,6 +104,11 @@ __all__ = [
     "NoPermit",
     "NotAcquired",
     "NotLeader",
+    "Once",
+    "OnceError",
+    "OnceInfo",
+    "OnceRun",
+    "OnceUnavailable",
     "OrderClosed",
     "OrderConflict",
     "OrderNotFound",
@@ -115,6 +126,7 @@ __all__ = [
     "Redlock",
     "ReplicasUnavailable",
     "Reservation",
+    "RunLost",
     "Semaphore",
     "SemaphoreError",
     "SemaphoreInfo",
