@@ -7,6 +7,7 @@ others call :func:`redlease.cli.main` in-process. No test asserts tight timings.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -191,3 +192,20 @@ def test_bad_arguments(
 ) -> None:
     assert cli(server, "run", "job", *args, "--", "true") == 2
     assert needle in capsys.readouterr().err
+
+
+def test_inspect_shows_the_last_run(
+    server: RedisServer, client: redis.Redis, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli(server, "inspect", "job", "--kind", "once", "--json") == 0
+    assert json.loads(capsys.readouterr().out) == {"name": "job", "kind": "once", "state": None}
+    assert cli(server, "run", "job", "--every", "1h", "--", *appender(tmp_path / "log")) == 0
+    capsys.readouterr()
+    assert cli(server, "inspect", "job", "--kind", "once", "--json") == 0
+    state = json.loads(capsys.readouterr().out)
+    assert (state["state"], state["fence"], state["every"]) == ("done", 1, 3600.0)
+    assert state["started"].endswith("+00:00") and 0 < state["free_in"] <= 3600
+    assert cli(server, "inspect", "job", "--kind", "once") == 0
+    assert "state      done" in capsys.readouterr().out
+    client.set(KEY, b"x")
+    assert cli(server, "inspect", "job", "--kind", "once") == 1
