@@ -10,6 +10,7 @@ from typing import TypeVar
 import redis.asyncio
 
 from .._core import validate
+from .._core.bounds import waited
 from .._core.lease import Holding
 from .._core.rwlock import ReadWriteLockInfo, rwlock_info
 from .._core.shared import EVERYTHING, SharedKeys
@@ -72,8 +73,7 @@ class _AsyncSide(AsyncShared):
     async def __aenter__(self: _Side) -> _Side:
         if not await self.acquire():  # type: ignore[attr-defined]
             raise NotAcquired(
-                f"{self._errors.what} {self.name!r} was not free for the whole timeout "
-                f"({self.timeout} s)",
+                f"{self._errors.what} {self.name!r} was not free {waited(self.timeout)}",
                 name=self.name,
             )
         return self

@@ -9,6 +9,7 @@ import redis.asyncio
 from redis.exceptions import RedisError
 
 from .._core import validate
+from .._core.bounds import waited
 from .._core.semaphore import SET_PERMITS, SemaphoreInfo, semaphore_info
 from .._synchronization import AsyncBackground
 from ..errors import NoPermit, PermitLost, PermitNotHeld, SemaphoreUnavailable
@@ -137,8 +138,7 @@ class AsyncSemaphore(AsyncShared):
     async def __aenter__(self) -> AsyncSemaphore:
         if not await self.acquire():
             raise NoPermit(
-                f"semaphore {self.name!r} had no permit free for the whole timeout "
-                f"({self.timeout} s)",
+                f"semaphore {self.name!r} had no permit free {waited(self.timeout)}",
                 name=self.name,
             )
         return self

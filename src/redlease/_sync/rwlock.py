@@ -11,6 +11,7 @@ from typing import TypeVar
 import redis
 
 from .._core import validate
+from .._core.bounds import waited
 from .._core.lease import Holding
 from .._core.rwlock import ReadWriteLockInfo, rwlock_info
 from .._core.shared import EVERYTHING, SharedKeys
@@ -73,8 +74,7 @@ class _AsyncSide(Shared):
     def __enter__(self: _Side) -> _Side:
         if not self.acquire():  # type: ignore[attr-defined]
             raise NotAcquired(
-                f"{self._errors.what} {self.name!r} was not free for the whole timeout "
-                f"({self.timeout} s)",
+                f"{self._errors.what} {self.name!r} was not free {waited(self.timeout)}",
                 name=self.name,
             )
         return self

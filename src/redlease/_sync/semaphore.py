@@ -10,6 +10,7 @@ import redis
 from redis.exceptions import RedisError
 
 from .._core import validate
+from .._core.bounds import waited
 from .._core.semaphore import SET_PERMITS, SemaphoreInfo, semaphore_info
 from .._synchronization import Background
 from ..errors import NoPermit, PermitLost, PermitNotHeld, SemaphoreUnavailable
@@ -138,8 +139,7 @@ class Semaphore(Shared):
     def __enter__(self) -> Semaphore:
         if not self.acquire():
             raise NoPermit(
-                f"semaphore {self.name!r} had no permit free for the whole timeout "
-                f"({self.timeout} s)",
+                f"semaphore {self.name!r} had no permit free {waited(self.timeout)}",
                 name=self.name,
             )
         return self
