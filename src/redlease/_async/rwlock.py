@@ -29,10 +29,16 @@ _WRITES: weakref.WeakSet[Holding] = weakref.WeakSet()
 
 
 def _held_by_caller(holds: weakref.WeakSet[Holding], holders: bytes) -> Holding | None:
-    """The caller's live hold in ``holds`` of the lock whose holders key is ``holders``."""
+    """The caller's live hold in ``holds`` of the lock whose holders key is ``holders``: one
+    its thread (task) acquired in this process (as RLock re-entry, this is per task)."""
     owner = AsyncBackground.owner()
     for holding in list(holds):
-        if holding.key == holders and holding.owner is owner and holding.active:
+        if (
+            holding.key == holders
+            and holding.owner is owner
+            and holding.active
+            and not holding.inherited
+        ):
             return holding
     return None
 
@@ -118,7 +124,8 @@ class AsyncWriteLock(_AsyncSide):
         already holds the write lock and would wait forever for it.
         """
         self._forget_lost()
-        if self._mine() is not None:
+        mine = self._mine()
+        if mine is not None and mine.owner is AsyncBackground.owner():
             limit, _ = self._deadline(blocking, timeout)
             if limit is None:
                 raise RuntimeError(
@@ -153,8 +160,8 @@ class AsyncReadWriteLock:
     * a holder is told when its lease is lost (``on_lost``, ``release()`` raises
       :class:`~redlease.LockLost`); a Redis failure raises :class:`~redlease.LockUnavailable`.
 
-    Holds belong to the thread (task) that took them; one thread may hold several read
-    shares.
+    Holds belong to the thread that took them (asyncio: to the handle, and any task of its
+    event loop may release them, as with ``asyncio.Lock``); one may hold several read shares.
     """
 
     def __init__(

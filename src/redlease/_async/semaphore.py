@@ -94,8 +94,9 @@ class AsyncSemaphore(AsyncShared):
         """Take a permit; True if taken, False if none came free within the timeout.
 
         ``timeout`` defaults to the semaphore's; ``None`` or ``-1`` waits forever,
-        ``blocking=False`` tries once. The permit belongs to the calling thread (task); it
-        may take several. Raises :class:`~redlease.SemaphoreUnavailable` when Redis fails.
+        ``blocking=False`` tries once. The permit belongs to the calling thread (asyncio: to
+        this handle, and any task of its event loop may release it); it may take several.
+        Raises :class:`~redlease.SemaphoreUnavailable` when Redis fails.
         """
         _, deadline = self._deadline(blocking, timeout)
         return await self._take(deadline) is not None
@@ -132,7 +133,7 @@ class AsyncSemaphore(AsyncShared):
 
     async def inspect(self) -> SemaphoreInfo:
         """A snapshot (one round trip): permits, used, available, waiters, holders' leases."""
-        mine = len(self._held.get(AsyncBackground.owner(), ()))
+        mine = len(self._held.get(AsyncBackground.holder(), ()))
         return semaphore_info(await self._snapshot(), self.name, mine)
 
     async def __aenter__(self) -> AsyncSemaphore:

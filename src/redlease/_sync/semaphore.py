@@ -95,8 +95,9 @@ class Semaphore(Shared):
         """Take a permit; True if taken, False if none came free within the timeout.
 
         ``timeout`` defaults to the semaphore's; ``None`` or ``-1`` waits forever,
-        ``blocking=False`` tries once. The permit belongs to the calling thread (task); it
-        may take several. Raises :class:`~redlease.SemaphoreUnavailable` when Redis fails.
+        ``blocking=False`` tries once. The permit belongs to the calling thread (asyncio: to
+        this handle, and any task of its event loop may release it); it may take several.
+        Raises :class:`~redlease.SemaphoreUnavailable` when Redis fails.
         """
         _, deadline = self._deadline(blocking, timeout)
         return self._take(deadline) is not None
@@ -133,7 +134,7 @@ class Semaphore(Shared):
 
     def inspect(self) -> SemaphoreInfo:
         """A snapshot (one round trip): permits, used, available, waiters, holders' leases."""
-        mine = len(self._held.get(Background.owner(), ()))
+        mine = len(self._held.get(Background.holder(), ()))
         return semaphore_info(self._snapshot(), self.name, mine)
 
     def __enter__(self) -> Semaphore:
