@@ -62,3 +62,9 @@ def test_redlease_and_its_help_do_not_load_rich() -> None:
     codes, described, modules = json.loads(out)
     assert codes == [0, 0] and described  # the probe saw top's help
     assert [m for m in modules if m.split(".")[0] == "rich"] == []
+
+
+def test_redlease_does_not_load_celery() -> None:
+    """Celery is the optional extra of ``redlease.celery``: only importing that loads it."""
+    assert not [m for m in loaded_by("redlease") if m.split(".")[0] in ("celery", "kombu")]
+    assert "celery" in loaded_by("redlease.celery")
