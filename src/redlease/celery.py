@@ -38,6 +38,7 @@ import redis
 from celery import Task, states
 from celery.result import EagerResult
 
+from ._core import validate
 from ._sync.lock import Lock
 from .errors import LockLost, RedleaseError
 
@@ -99,11 +100,20 @@ class QueueOnce(Task):  # type: ignore[misc]
         return options.get(name, self.once.get(name, default))
 
     def get_key(self, args: Any = None, kwargs: Any = None) -> str:
-        """The lock's name for a call with ``args`` and ``kwargs`` (celery-once's key)."""
-        arguments = dict(signature(self.run).bind(*(args or ()), **(kwargs or {})).arguments)
+        """The lock's name for a call with ``args`` and ``kwargs`` (celery-once's key).
+
+        ``ValueError`` naming ``keys`` if one of ``once["keys"]`` is not an argument of the task.
+        """
+        bound = signature(self.run).bind(*(args or ()), **(kwargs or {}))
+        bound.apply_defaults()  # f(1) and f(1, full=False) are one call: one key
+        arguments = dict(bound.arguments)
         if isinstance(arguments.get("self"), Task):
             del arguments["self"]  # bind=True: the task itself is no argument
-        return queue_once_key(self.name, arguments, self.once.get("keys"))
+        keys = self.once.get("keys")
+        missing = [key for key in keys or () if key not in arguments]
+        if missing:
+            raise ValueError(f"keys must name arguments of {self.name}, got {missing!r}")
+        return queue_once_key(self.name, arguments, keys)
 
     def _lock(self, key: str, ttl: float, *, renew: bool = False) -> Lock:
         prefix = self.once_settings.get("prefix", "redlease")
@@ -120,6 +130,8 @@ class QueueOnce(Task):  # type: ignore[misc]
         if options.get("retries"):
             return super().apply_async(args, kwargs, **options)
         timeout = self._option(once, "timeout", self.once_settings.get("default_timeout", 3600))
+        validate.lease_ms(timeout, "timeout")
+        validate.lease_ms(self._ttl(), "ttl")
         lock = self._lock(self.get_key(args, kwargs), timeout)
         if not lock.acquire(blocking=False):
             if self._option(once, "graceful", False):
@@ -130,7 +142,10 @@ class QueueOnce(Task):  # type: ignore[misc]
         try:
             return super().apply_async(args, kwargs, **options)
         except BaseException:
-            Lock.adopt(self.once_client, token).release()  # not queued: free the key
+            try:  # not queued: free the key
+                Lock.adopt(self.once_client, token).release()
+            except RedleaseError as exc:  # Redis failed too: the key frees itself after timeout
+                _log.warning("could not free the lock of %r: %s", lock.name, exc)
             raise
 
     # -- the worker -------------------------------------------------------------------------
@@ -139,7 +154,7 @@ class QueueOnce(Task):  # type: ignore[misc]
         token = self._token()
         if token is None:  # called directly, or queued without apply_async
             return super().__call__(*args, **kwargs)
-        ttl = self.once.get("ttl", self.once_settings.get("default_ttl", 10.0))
+        ttl = self._ttl()
         try:
             lock = Lock.adopt(self.once_client, token, ttl=ttl, on_lost=self._lost)
         except LockLost:
@@ -157,6 +172,10 @@ class QueueOnce(Task):  # type: ignore[misc]
             return super().__call__(*args, **kwargs)
         finally:
             _release(lock)
+
+    def _ttl(self) -> float:
+        ttl: float = self.once.get("ttl", self.once_settings.get("default_ttl", 10.0))
+        return ttl
 
     def _token(self) -> str | None:
         request = self.request

@@ -33,7 +33,7 @@ def ping(self: Any) -> str:
 
 
 @app.task(bind=True, base=QueueOnce, once={"graceful": False})
-def slow(self: Any, tag: str, seconds: float) -> str:
+def slow(self: Any, tag: str, seconds: float = 1) -> str:
     """Record the run, then take ``seconds``."""
     record(tag, self.request.redlease_fence)
     time.sleep(seconds)
@@ -59,3 +59,8 @@ def early(self: Any, tag: str, seconds: float) -> None:
     """Frees its key when it starts."""
     record(tag, self.request.redlease_fence)
     time.sleep(seconds)
+
+
+@app.task(bind=True, base=QueueOnce, once={"keys": ["tga"]})
+def typo(self: Any, tag: str) -> None:
+    """Its keys name no argument."""

@@ -89,6 +89,18 @@ def test_the_key_is_celery_onces() -> None:
     assert queue_once_key("tasks.add", {"b": 2, "a": 1}, ["b"]) == "qo_tasks.add_b-2"
 
 
+def test_bad_options_name_themselves(url: str, tasks: Any) -> None:
+    with pytest.raises(ValueError, match=r"^timeout "):
+        tasks.slow.apply_async(args=("bad", 0), once={"timeout": 0})
+    with pytest.raises(TypeError, match=r"^timeout "):
+        tasks.slow.apply_async(args=("bad", 0), once={"timeout": "1h"})
+    with pytest.raises(ValueError, match=r"^keys must name arguments"):
+        tasks.typo.apply_async(args=("bad",))
+    # A default argument given or not is one call: one key.
+    assert tasks.slow.get_key(("x",), {"seconds": 1}) == tasks.slow.get_key(("x", 1))
+    assert tasks.slow.get_key(("x", 1)) == "qo_tests.celery_once.app.slow_seconds-1_tag-x"
+
+
 def test_enqueued_twice_runs_once_and_again_after_it_ended(
     url: str, tasks: Any, worker: Any
 ) -> None:
