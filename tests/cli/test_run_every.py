@@ -21,6 +21,7 @@ import redis
 
 import redlease
 from redlease.cli import main
+from redlease.cli.top import snapshot
 from redlease.server import RedisServer
 
 pytestmark = pytest.mark.timeout(90)
@@ -209,3 +210,19 @@ def test_inspect_shows_the_last_run(
     assert "state      done" in capsys.readouterr().out
     client.set(KEY, b"x")
     assert cli(server, "inspect", "job", "--kind", "once") == 1
+
+
+def test_top_shows_a_run_in_progress_and_the_last_run_when_idle(client: redis.Redis) -> None:
+    run = redlease.Once(client, "job", every=60).try_start()
+    assert run is not None
+    client.set(b"redlease:once:{odd}:run", b"x")
+    rows, scanned = snapshot(client, "redlease")
+    cells = {row.name: row.cells()[1:] for row in rows}
+    assert scanned == 2 and cells["job"][0] == "once"
+    assert cells["job"][1].startswith("running on ") and cells["job"][3] == str(run.fence)
+    assert cells["odd"][1] == "foreign data"
+    run.finish()
+    rows, _ = snapshot(client, "redlease")
+    assert [row.name for row in rows] == ["odd"]  # a finished run is idle
+    idle, _ = snapshot(client, "redlease", idle=True, match="j*")
+    assert [(row.name, row.held_by.split()[0]) for row in idle] == [("job", "done")]
