@@ -11,15 +11,19 @@
 
 ``apply_async`` (and ``delay``) takes a lock named after the task and its arguments (all of
 them, or only ``once["keys"]``) for ``timeout`` seconds; if it is taken, the task is queued
-already (or running): :class:`AlreadyQueued` is raised, or ``None`` returned when ``graceful``.
+already (or running): :class:`AlreadyQueued` is raised, or, when ``graceful``, a result in
+state ``REJECTED`` whose ``get()`` is ``None`` is returned (celery-once's answer, so code
+written for it keeps working).
+
 Unlike celery-once, the lock does not sit for ``timeout`` once a worker has the task: its lease
 is handed to the worker in the message (``Lock.detach()``, a header), which adopts it on a short
 lease (``once["ttl"]``, default 10 s) renewed while the task runs and released when it ends,
 success or failure. A worker killed mid-task frees the task within that short lease. The task
 sees the lock's fencing token as ``self.request.redlease_fence`` (``bind=True``).
 
-Options, per task (``once={...}``) or per call (``apply_async(once={...})``): ``keys``
-(argument names in the key; default all), ``graceful`` (``None`` instead of
+Options, per task (``once={...}``; ``graceful`` and ``timeout`` also per call,
+``apply_async(once={...})``): ``keys``
+(argument names in the key; default all), ``graceful`` (the ``REJECTED`` result instead of
 :class:`AlreadyQueued`), ``timeout`` (seconds the lock lasts while queued; default
 ``settings["default_timeout"]``, else 3600), ``unlock_before_run`` (free the lock when the task
 starts rather than when it ends), ``ttl`` (the running lease). Settings (``app.conf.ONCE
@@ -123,8 +127,9 @@ class QueueOnce(Task):  # type: ignore[misc]
     def apply_async(self, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
         """Queue the task unless a copy with the same key is queued or running.
 
-        Raises :class:`AlreadyQueued` (or returns ``None`` when ``graceful``) if it is; a retry
-        (``options["retries"]``) is queued as it is.
+        Raises :class:`AlreadyQueued` if it is, or when ``graceful`` returns an ``EagerResult``
+        in state ``REJECTED`` (its ``get()`` is ``None``); a retry (``options["retries"]``) is
+        queued as it is.
         """
         once = options.pop("once", None) or {}
         if options.get("retries"):
