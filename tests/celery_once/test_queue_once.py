@@ -21,7 +21,7 @@ celery = pytest.importorskip("celery")
 
 import redis  # noqa: E402
 
-from redlease.celery import AlreadyQueued, queue_once_key  # noqa: E402
+from redlease.celery import AlreadyQueued, QueueOnce, queue_once_key  # noqa: E402
 from redlease.server import RedisServer  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
@@ -190,3 +190,25 @@ def test_a_killed_worker_frees_the_task_within_the_short_lease(
             assert not enqueued()
     finally:
         stop(proc)
+
+
+def test_a_client_may_be_given_and_eager_tasks_hold_the_lock(url: str) -> None:
+    """``settings["client"]`` instead of a URL; ``task_always_eager`` runs the task at once,
+    in this process, still holding the lock it took at apply_async."""
+    client = redis.Redis.from_url(url)
+    app = celery.Celery("eager", set_as_current=False)
+    app.conf.ONCE = {"settings": {"client": client}}
+    app.conf.task_always_eager = True
+    seen: list[Any] = []
+
+    @app.task(bind=True, base=QueueOnce, shared=False)
+    def job(self: Any, n: int) -> int:
+        seen.append((self.request.redlease_fence, job.once_client is client))
+        with pytest.raises(AlreadyQueued):  # its own key is held while it runs
+            job.apply_async(args=(n,))
+        return n
+
+    assert job.apply_async(args=(7,)).get() == 7
+    assert job.apply_async(args=(7,)).get() == 7  # released when it ended
+    assert seen == [(1, True), (2, True)]
+    client.close()
