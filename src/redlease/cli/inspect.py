@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
 import json
 import sys
 from typing import Any
@@ -45,7 +46,7 @@ __all__ = [
     "scan_all",
 ]
 
-KINDS = ("lock", "rwlock", "semaphore", "latch", "election", "ratelimit")
+KINDS = ("lock", "rwlock", "semaphore", "latch", "election", "once", "ratelimit")
 """The values of ``--kind``: which primitive NAME is."""
 
 EX_FOREIGN = 1
@@ -70,7 +71,8 @@ outside redlease, has no expiry).
 {"name", "kind", ...} with the fields of its Info dataclass (ReadWriteLockInfo:
 readers, writer, waiters, fence, leases; SemaphoreInfo: permits, used, available, waiters,
 holders, fence; LatchInfo: count, rounds, waiters; ElectionInfo: leader {"value", "term"} |
-null, remaining, candidates, last_term).
+null, remaining, candidates, last_term; once, the last run: state, started, ended (UTC,
+ISO 8601), fence, host, pid, free_in, every; state null if it never ran).
 
 --kind ratelimit --subject KEY --rate RATE [--algorithm A] shows what a hit of cost 1 by
 KEY would get now from rate limiter NAME under each of its limits, taking nothing; --json:
@@ -231,6 +233,31 @@ def _family(args: argparse.Namespace) -> int:
     return 0
 
 
+def _once(args: argparse.Namespace) -> int:
+    """``inspect --kind once``: the last run of a :class:`redlease.Once` (times in UTC)."""
+    once = redlease.Once(args.client, args.name, every=1, prefix=args.prefix)
+    try:
+        info = once.last()
+    except redlease.ForeignData as exc:
+        raise CliError(f"once {args.name!r}: {exc}", EX_FOREIGN) from exc
+    except redlease.Unavailable as exc:
+        raise unavailable(args.url, exc) from exc
+    if info is None:
+        state: dict[str, Any] = {"name": args.name, "kind": "once", "state": None}
+    else:
+        state = family_report(info, "once")
+        for field in ("started", "ended"):
+            if state[field] is not None:
+                moment = datetime.datetime.fromtimestamp(state[field], datetime.timezone.utc)
+                state[field] = moment.isoformat(timespec="milliseconds")
+    if args.json:
+        json.dump(state, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        print(format_family(state))
+    return 0
+
+
 _KIND_OF_SUFFIX = {
     b"lock": "lock",
     b"handoff": "lock",
@@ -315,6 +342,8 @@ def command(args: argparse.Namespace) -> int:
     name: str = args.name
     if args.kind == "ratelimit":
         return ratelimit.command(args)
+    if args.kind == "once":
+        return _once(args)
     if args.kind != "lock":
         return _family(args)
     lock = redlease.Lock(args.client, name, prefix=args.prefix)
