@@ -17,6 +17,7 @@ check_redis_version()  # before anything else: an unsupported redis-py fails her
 
 from ._core.election import ElectionInfo, Leader
 from ._core.fencing import FencedRecord
+from ._core.holder import HolderInfo
 from ._core.inventory import Reservation, Stock
 from ._core.latch import LatchInfo
 from ._core.lock import LockInfo
@@ -83,6 +84,7 @@ __all__ = [
     "FencedStoreUnavailable",
     "FencingError",
     "ForeignData",
+    "HolderInfo",
     "Inventory",
     "InventoryError",
     "InventoryUnavailable",

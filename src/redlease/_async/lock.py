@@ -12,6 +12,7 @@ from redis.exceptions import ConnectionError, RedisError, TimeoutError
 from .. import _observe
 from .._core import validate
 from .._core.bounds import budget
+from .._core.holder import name_of
 from .._core.lease import Holding, new_token
 from .._core.lock import (
     ACQUIRE,
@@ -189,7 +190,7 @@ class AsyncLock(AsyncHandle):
     async def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
         runtime = self._runtime()
         hub = runtime.hub_for(self._keys.lock)
-        token = new_token()
+        token = new_token(name_of(owner))
 
         async def attempt(join: bool) -> Outcome:
             sent = time.monotonic()

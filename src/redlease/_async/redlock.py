@@ -12,6 +12,7 @@ from redis.exceptions import RedisError
 
 from .._core import redlock as core
 from .._core import renewals, validate
+from .._core.holder import name_of
 from .._core.lease import Holding, new_token
 from .._core.lock import (
     ACQUIRE,
@@ -248,7 +249,7 @@ class AsyncRedlock(AsyncHandle):
 
     async def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
         await self._check_servers()
-        token = new_token()
+        token = new_token(name_of(owner))
         ticket = str(time.time_ns() // 1000)  # one place in every server's queue
         n = len(self._clients)
 

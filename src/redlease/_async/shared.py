@@ -20,6 +20,7 @@ from redis.exceptions import ConnectionError, RedisError, TimeoutError
 
 from .._core import shared, validate
 from .._core.bounds import budget
+from .._core.holder import name_of
 from .._core.lease import Holding, new_token
 from .._core.lock import ACQUIRED
 from .._core.scripts import Script
@@ -138,7 +139,7 @@ class AsyncShared:
         """Acquire ``_want`` units by ``deadline``: the caller's new holding, or None."""
         owner = AsyncBackground.owner()
         runtime = self._runtime()
-        token = new_token()
+        token = new_token(name_of(owner))
 
         async def attempt(join: bool) -> Outcome:
             sent = time.monotonic()

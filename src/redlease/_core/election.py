@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .holder import HolderInfo
 from .scripts import load
 from .shared import Snapshot, as_bytes, int_list
 
@@ -31,7 +32,8 @@ class Leader(NamedTuple):
 class ElectionInfo:
     """A snapshot of one election: the ``leader`` (``None``: nobody leads), the lease it has
     left (``remaining``, seconds), ``candidates`` queued, ``mine`` (this handle leads, the
-    caller's term), and ``last_term`` (the last term granted; the next is larger)."""
+    caller's term), ``last_term`` (the last term granted; the next is larger), and
+    ``held_by`` (who leads: host, pid, thread or task, since when; ``None``: nobody)."""
 
     name: str | bytes
     leader: Leader | None
@@ -39,6 +41,7 @@ class ElectionInfo:
     candidates: int
     mine: bool
     last_term: int
+    held_by: HolderInfo | None = None
 
 
 def _leader(payload: bytes) -> Leader:
@@ -62,6 +65,7 @@ def election_info(snapshot: Snapshot, name: str | bytes) -> ElectionInfo:
         candidates=snapshot.waiters,
         mine=snapshot.mine is not None,
         last_term=snapshot.fence,
+        held_by=snapshot.holders[0].info() if snapshot.holders else None,
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .holder import HolderInfo
 from .shared import EVERYTHING, Snapshot
 
 __all__ = ["ReadWriteLockInfo", "rwlock_info"]
@@ -21,7 +22,9 @@ __all__ = ["ReadWriteLockInfo", "rwlock_info"]
 class ReadWriteLockInfo:
     """A snapshot of one read/write lock: ``readers`` holding a read share now, ``writer``
     (someone holds the write lock), ``waiters`` queued (readers and writers), ``fence`` (the
-    last fencing token issued), and the seconds left on each hold's lease (``leases``)."""
+    last fencing token issued), the seconds left on each hold's lease (``leases``), and who
+    holds each (``held_by``: host, pid, thread or task, since when; in the order of
+    ``leases``)."""
 
     name: str | bytes
     readers: int
@@ -29,6 +32,7 @@ class ReadWriteLockInfo:
     waiters: int
     fence: int
     leases: tuple[float, ...]
+    held_by: tuple[HolderInfo, ...] = ()
 
 
 def rwlock_info(snapshot: Snapshot, name: str | bytes) -> ReadWriteLockInfo:
@@ -41,4 +45,5 @@ def rwlock_info(snapshot: Snapshot, name: str | bytes) -> ReadWriteLockInfo:
         waiters=snapshot.waiters,
         fence=snapshot.fence,
         leases=tuple(h.remaining for h in snapshot.holders),
+        held_by=tuple(h.info() for h in snapshot.holders),
     )

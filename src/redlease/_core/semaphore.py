@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .holder import HolderInfo
 from .scripts import load
 from .shared import Snapshot
 
@@ -39,6 +40,7 @@ class SemaphoreInfo:
     mine: int
     holders: tuple[float, ...]
     fence: int
+    held_by: tuple[HolderInfo, ...] = ()
 
 
 def semaphore_info(snapshot: Snapshot, name: str | bytes, mine: int) -> SemaphoreInfo:
@@ -52,4 +54,5 @@ def semaphore_info(snapshot: Snapshot, name: str | bytes, mine: int) -> Semaphor
         mine=mine,
         holders=tuple(h.remaining for h in snapshot.holders),
         fence=snapshot.fence,
+        held_by=tuple(h.info() for h in snapshot.holders),
     )

@@ -10,7 +10,7 @@ one Redis Cluster slot (see ``lua/shared_lib.lua`` for what each holds)::
     <prefix>:{<name>}:granted   ZSET    waiters whose units are reserved -> deadline
     <prefix>:{<name>}:fence     STRING  fencing counter, never expires, never reset
     <prefix>:{<name>}:capacity  STRING  the stored capacity (Semaphore's permits)
-    <prefix>:{<name>}:payload   HASH    holder token -> "<fence> <value>" (Election)
+    <prefix>:{<name>}:payload   HASH    holder token -> "<fence> <value>" (value: Election's)
     <prefix>:{<name>}:watchers  ZSET    tokens told whenever the holders change
 
 A waiter is served when everyone ahead of it fits along with it; when units free up, every
@@ -25,7 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from . import keys
+from . import holder, keys
+from .holder import HolderInfo
 from .lock import decode_acquire
 from .scripts import load
 
@@ -123,6 +124,11 @@ class Holder:
     remaining: float
     units: int
     payload: bytes
+
+    def info(self) -> HolderInfo:
+        """Who this holder is, and since when (its fence is kept in its payload)."""
+        fence = self.payload.partition(b" ")[0]
+        return holder.decode(self.token, int(fence) if fence.isdigit() else 0)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from redis.exceptions import ConnectionError, RedisError, TimeoutError
 from .. import _observe
 from .._core import validate
 from .._core.bounds import budget
+from .._core.holder import name_of
 from .._core.lease import Holding, new_token
 from .._core.lock import (
     ACQUIRE,
@@ -190,7 +191,7 @@ class Lock(Handle):
     def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
         runtime = self._runtime()
         hub = runtime.hub_for(self._keys.lock)
-        token = new_token()
+        token = new_token(name_of(owner))
 
         def attempt(join: bool) -> Outcome:
             sent = time.monotonic()

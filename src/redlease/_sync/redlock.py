@@ -13,6 +13,7 @@ from redis.exceptions import RedisError
 
 from .._core import redlock as core
 from .._core import renewals, validate
+from .._core.holder import name_of
 from .._core.lease import Holding, new_token
 from .._core.lock import (
     ACQUIRE,
@@ -249,7 +250,7 @@ class Redlock(Handle):
 
     def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
         self._check_servers()
-        token = new_token()
+        token = new_token(name_of(owner))
         ticket = str(time.time_ns() // 1000)  # one place in every server's queue
         n = len(self._clients)
 
