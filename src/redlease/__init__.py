@@ -15,6 +15,7 @@ from ._compat import check_redis_version
 
 check_redis_version()  # before anything else: an unsupported redis-py fails here, clearly
 
+from ._core.breakglass import ForceReleased
 from ._core.election import ElectionInfo, Leader
 from ._core.fencing import FencedRecord
 from ._core.holder import HolderInfo
@@ -83,6 +84,7 @@ __all__ = [
     "FencedStore",
     "FencedStoreUnavailable",
     "FencingError",
+    "ForceReleased",
     "ForeignData",
     "HolderInfo",
     "Inventory",

@@ -23,6 +23,7 @@ from ._async.ratelimit import AsyncRateLimiter as RateLimiter
 from ._async.redlock import AsyncRedlock as Redlock
 from ._async.rwlock import AsyncReadWriteLock as ReadWriteLock
 from ._async.semaphore import AsyncSemaphore as Semaphore
+from ._core.breakglass import ForceReleased
 from ._core.election import ElectionInfo, Leader
 from ._core.fencing import FencedRecord
 from ._core.holder import HolderInfo
@@ -79,6 +80,7 @@ __all__ = [
     "FencedStore",
     "FencedStoreUnavailable",
     "FencingError",
+    "ForceReleased",
     "ForeignData",
     "HolderInfo",
     "Inventory",

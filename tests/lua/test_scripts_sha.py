@@ -65,6 +65,8 @@ PINNED = {
     "shared_leave": "3e1dca397bd6b50a973f0af399975ec0285f5656",
     "shared_release": "b48f6695cde99406a1954414b2714d6bef9521e9",
     "shared_renew": "69c89e90ade957c5bc50fc1480442c215fdf6c9f",
+    "force_release": "b78ebd5e4a86262fdf077c8f1ea01d1c0b7e2b1d",
+    "shared_force_release": "a01f54ad5bfded2c09a470e77b6c62becadc4808",
 }
 """Script name -> SHA1 of its source, as loaded. Update a literal only with the script edit."""
 LUA = resources.files("redlease").joinpath("lua")

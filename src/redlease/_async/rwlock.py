@@ -10,6 +10,7 @@ from typing import TypeVar
 import redis.asyncio
 
 from .._core import validate
+from .._core.breakglass import ForceReleased
 from .._core.lease import Holding
 from .._core.rwlock import ReadWriteLockInfo, rwlock_info
 from .._core.shared import EVERYTHING, SharedKeys
@@ -198,6 +199,26 @@ class AsyncReadWriteLock:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
+
+    @classmethod
+    async def force_release(
+        cls,
+        client: redis.asyncio.Redis,
+        name: str | bytes,
+        *,
+        prefix: str = "redlease",
+        token: str | bytes | None = None,
+    ) -> ForceReleased:
+        """Break-glass: evict every hold, readers and writer (only the holder with ``token``,
+        as ``inspect().held_by`` shows it, when given), move the fence on and hand the lock
+        to the waiters that fit.
+
+        For an operator (``redlease release NAME --force``): the evicted holder's watchdog
+        reports ``on_lost`` at its next renewal, and its fenced writes are refused once the
+        next holder has written. Logged as a WARNING (``redlease_event`` ``force_released``).
+        Raises :class:`~redlease.LockUnavailable` if Redis fails.
+        """
+        return await cls(client, name, prefix=prefix).read._force_release(token, "rwlock")
 
     async def inspect(self) -> ReadWriteLockInfo:
         """A snapshot: readers, writer, waiters, last fence, the leases left (one round trip)."""

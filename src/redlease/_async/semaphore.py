@@ -9,6 +9,7 @@ import redis.asyncio
 from redis.exceptions import RedisError
 
 from .._core import validate
+from .._core.breakglass import ForceReleased
 from .._core.semaphore import SET_PERMITS, SemaphoreInfo, semaphore_info
 from .._synchronization import AsyncBackground
 from ..errors import NoPermit, PermitLost, PermitNotHeld, SemaphoreUnavailable
@@ -85,6 +86,26 @@ class AsyncSemaphore(AsyncShared):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} permits={self.permits} ttl={self.ttl}>"
+
+    @classmethod
+    async def force_release(
+        cls,
+        client: redis.asyncio.Redis,
+        name: str | bytes,
+        *,
+        prefix: str = "redlease",
+        token: str | bytes | None = None,
+    ) -> ForceReleased:
+        """Break-glass: evict every permit held (only the holder with ``token``, as
+        ``inspect().held_by`` shows it, when given), move the fence on and hand the permits
+        to the waiters that fit.
+
+        For an operator (``redlease release NAME --force``): the evicted holder's watchdog
+        reports ``on_lost`` at its next renewal, and its fenced writes are refused once the
+        next holder has written. Logged as a WARNING (``redlease_event`` ``force_released``).
+        Raises :class:`~redlease.SemaphoreUnavailable` if Redis fails.
+        """
+        return await cls(client, name, 1, prefix=prefix)._force_release(token, "semaphore")
 
     def _capacity(self) -> int:
         return self.permits

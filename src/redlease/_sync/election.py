@@ -10,6 +10,7 @@ import redis
 from redis.exceptions import RedisError
 
 from .._core import shared, validate
+from .._core.breakglass import ForceReleased
 from .._core.election import WATCH, ElectionInfo, Leader, decode_watch, election_info, leader_of
 from .._core.lease import new_token
 from .._core.waiters import Outcome
@@ -79,6 +80,25 @@ class Election(Shared):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} ttl={self.ttl} term={self.term}>"
+
+    @classmethod
+    def force_release(
+        cls,
+        client: redis.Redis,
+        name: str | bytes,
+        *,
+        prefix: str = "redlease",
+        token: str | bytes | None = None,
+    ) -> ForceReleased:
+        """Break-glass: end the leader's term (only if ``token``, as ``inspect().held_by``
+        shows it, leads, when given), move the fence on and wake the next candidate.
+
+        For an operator (``redlease release NAME --force``): the evicted holder's watchdog
+        reports ``on_lost`` at its next renewal, and its fenced writes are refused once the
+        next holder has written. Logged as a WARNING (``redlease_event`` ``force_released``).
+        Raises :class:`~redlease.ElectionUnavailable` if Redis fails.
+        """
+        return cls(client, name, prefix=prefix)._force_release(token, "election")
 
     @property
     def term(self) -> int | None:

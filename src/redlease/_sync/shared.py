@@ -21,6 +21,7 @@ from redis.exceptions import ConnectionError, RedisError, TimeoutError
 
 from .._core import shared, validate
 from .._core.bounds import budget
+from .._core.breakglass import ForceReleased
 from .._core.holder import name_of
 from .._core.lease import Holding, new_token
 from .._core.lock import ACQUIRED
@@ -29,6 +30,7 @@ from .._core.shared import SharedKeys, Snapshot
 from .._core.waiters import Outcome
 from .._synchronization import Background, Shield
 from ..errors import RedleaseError, Unavailable
+from .breakglass import force_release_shared
 from .client import check_client
 from .runtime import Runtime, runtime_for
 from .waiting import wait_turn
@@ -247,6 +249,21 @@ class Shared:
             holding.lost = True
             raise self._lost()
         return holding
+
+    # -- break-glass ------------------------------------------------------------------------
+    def _force_release(self, token: Any, primitive: str) -> ForceReleased:
+        """Evict the holders (the one with ``token``, when given): see ``force_release``."""
+        return force_release_shared(
+            self._client,
+            self.name,
+            self._keys,
+            primitive=primitive,
+            capacity=self._capacity(),
+            stored=self._stored,
+            token=token,
+            handoff=self._window_ms / 1000,
+            unavailable=self._errors.unavailable,
+        )
 
     # -- the conversation with Redis --------------------------------------------------------
     def _call(

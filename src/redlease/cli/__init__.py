@@ -14,12 +14,14 @@ topology is one URL in the end, ``redis+cluster://`` or ``redis+sentinel://`` fo
 the last two) and ``--prefix``.
 
 Exit codes shared by the subcommands: 2 bad arguments, 69 (``EX_UNAVAILABLE``) Redis could not
-be reached or failed. ``run`` adds its own (see ``redlease run --help``).
+be reached or failed, 141 stdout was closed by its reader (quietly, as Unix tools do). ``run``
+adds its own (see ``redlease run --help``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -45,7 +47,11 @@ from ._common import (
     unavailable,
 )
 
-__all__ = ["build_parser", "main"]
+__all__ = ["EX_PIPE", "build_parser", "main"]
+
+EX_PIPE = 141
+"""stdout was closed by its reader (a pipe into ``head``): 128 + SIGPIPE, as a shell reports
+a tool that SIGPIPE stopped."""
 
 _DESCRIPTION = """\
 Distributed locks on Redis, from the command line.
@@ -110,7 +116,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code
     try:
         code: int = args.handler(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
         return code
+    except BrokenPipeError:
+        return _closed_pipe()
     except CliError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return exc.code
@@ -123,6 +132,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if args.client is not None:
             close_client(args.client)
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout went away (``redlease inspect --all | head``): stop quietly, as
+    Unix tools do, with the code a shell reports for SIGPIPE (128 + 13). Later writes (the
+    flush at exit) go to /dev/null, so no traceback is printed either."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EX_PIPE
 
 
 def _finish_args(args: argparse.Namespace, tail: list[str] | None) -> None:

@@ -319,7 +319,7 @@ def _frame(args: argparse.Namespace, where: str, refresh: int, *, once: bool) ->
             args.client, args.prefix, match=args.match, limit=args.limit, idle=args.idle
         )
         shown = rows[: args.rows]
-        status = f"{len(rows)} in use of {scanned} names scanned"
+        status = f"{sum(1 for row in rows if row.active)} in use of {scanned} names scanned"
         if scanned >= args.limit:
             status += f" (stopped at --limit {args.limit})"
         if len(shown) < len(rows):
