@@ -15,21 +15,21 @@ from redlease._core.shared import EVERYTHING, Holder, SharedKeys, Snapshot, deco
 
 
 def test_keys_share_one_hash_tag_in_script_order() -> None:
-    keys = SharedKeys.build("app", b"pool")
-    assert all(k.startswith(b"app:{pool}:") for k in keys.in_order())
+    keys = SharedKeys.build("app", b"pool", "semaphore")
+    assert all(k.startswith(b"app:{pool}:semaphore:") for k in keys.in_order())
     assert keys.in_order()[0] == keys.holders and keys.in_order()[-1] == keys.watchers
     assert len(set(keys.in_order())) == 8
 
 
 def test_decode_inspect() -> None:
-    keys = SharedKeys.build("p", b"n")
+    keys = SharedKeys.build("p", b"n", "rwlock")
     raw = [[3, 2, 1, 9, 1500], [b"a.1", 1500, 1, b""], [b"b.2", 2500, 1, b"9 v"]]
     snap = decode_inspect(raw, "n", keys)
     assert snap == Snapshot(
         3, 2, 1, 9, 1.5, (Holder(b"a.1", 1.5, 1, b""), Holder(b"b.2", 2.5, 1, b"9 v"))
     )
     assert decode_inspect([[1, 0, 0, 0, -2]], "n", keys).mine is None
-    with pytest.raises(ForeignData, match=r"p:\{n\}:queue"):
+    with pytest.raises(ForeignData, match=r"p:\{n\}:rwlock:queue"):
         decode_inspect([-3, 3], "n", keys)
     for bad in (None, [[1, 2]], [[1, 2, 3, 4, 5], [b"x"]]):
         with pytest.raises(ValueError, match=r"shared_inspect\.lua"):

@@ -12,8 +12,8 @@ import redis.asyncio
 from .._core import validate
 from .._core.breakglass import ForceReleased
 from .._core.lease import Holding
-from .._core.rwlock import ReadWriteLockInfo, rwlock_info
-from .._core.shared import EVERYTHING, SharedKeys
+from .._core.rwlock import ReadWriteLockInfo, rwlock_info, rwlock_keys
+from .._core.shared import EVERYTHING
 from .._synchronization import AsyncBackground
 from ..errors import LockLost, LockNotOwned, LockUnavailable, LockUpgradeError, NotAcquired
 from .shared import DEFAULT, AsyncShared, Errors
@@ -173,7 +173,7 @@ class AsyncReadWriteLock:
         """Describe a read/write lock; nothing is sent to Redis until it is used.
 
         :param client: your redis-py client.
-        :param name: the lock's name (str or bytes); keys are ``<prefix>:{<name>}:...``.
+        :param name: the lock's name (str or bytes); keys are ``<prefix>:{<name>}:rwlock:...``.
         :param ttl: each hold's lease in seconds; renewed while held.
         :param timeout: how long ``with`` and ``acquire()`` wait: ``None`` or ``-1`` forever,
             ``0`` one try.
@@ -185,11 +185,10 @@ class AsyncReadWriteLock:
         """
         self._client = client
         self.name = name
-        self._keys = SharedKeys.build(validate.prefix(prefix), validate.name(name))
+        self._keys = rwlock_keys(validate.prefix(prefix), validate.name(name))
         options: dict[str, object] = {
             "ttl": ttl,
             "timeout": timeout,
-            "prefix": prefix,
             "renew": renew,
             "on_lost": on_lost,
             "handoff": handoff,

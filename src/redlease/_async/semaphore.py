@@ -10,7 +10,7 @@ from redis.exceptions import RedisError
 
 from .._core import validate
 from .._core.breakglass import ForceReleased
-from .._core.semaphore import SET_PERMITS, SemaphoreInfo, semaphore_info
+from .._core.semaphore import SET_PERMITS, SemaphoreInfo, semaphore_info, semaphore_keys
 from .._synchronization import AsyncBackground
 from ..errors import NoPermit, PermitLost, PermitNotHeld, SemaphoreUnavailable
 from .shared import DEFAULT, AsyncShared, Errors
@@ -61,7 +61,8 @@ class AsyncSemaphore(AsyncShared):
         """Describe a semaphore; nothing is sent to Redis until it is used.
 
         :param client: your redis-py client.
-        :param name: the semaphore's name (str or bytes); keys are ``<prefix>:{<name>}:...``.
+        :param name: the semaphore's name (str or bytes); keys are
+            ``<prefix>:{<name>}:semaphore:...``.
         :param permits: how many may hold a permit at once (>= 1), stored on first use.
         :param ttl: each permit's lease in seconds; renewed while held.
         :param timeout: how long ``with`` and ``acquire()`` wait: ``None`` or ``-1`` forever,
@@ -78,10 +79,10 @@ class AsyncSemaphore(AsyncShared):
             name,
             ttl=ttl,
             timeout=timeout,
-            prefix=prefix,
             renew=renew,
             on_lost=on_lost,
             handoff=handoff,
+            keys=semaphore_keys(validate.prefix(prefix), validate.name(name)),
         )
 
     def __repr__(self) -> str:

@@ -14,11 +14,24 @@ from typing import Any, NamedTuple
 
 from .holder import HolderInfo
 from .scripts import load
-from .shared import Snapshot, as_bytes, int_list
+from .shared import ELECTION, SharedKeys, Snapshot, as_bytes, int_list
 
-__all__ = ["WATCH", "ElectionInfo", "Leader", "decode_watch", "election_info", "leader_of"]
+__all__ = [
+    "WATCH",
+    "ElectionInfo",
+    "Leader",
+    "decode_watch",
+    "election_info",
+    "election_keys",
+    "leader_of",
+]
 
 WATCH = load("election_watch", prelude=("lock_lib", "shared_lib"))
+
+
+def election_keys(prefix: str, name: bytes) -> SharedKeys:
+    """The keys of the election ``name``: ``<prefix>:{<name>}:election:<key>``."""
+    return SharedKeys.build(prefix, name, ELECTION)
 
 
 class Leader(NamedTuple):

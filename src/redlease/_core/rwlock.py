@@ -13,9 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .holder import HolderInfo
-from .shared import EVERYTHING, Snapshot
+from .shared import EVERYTHING, RWLOCK, SharedKeys, Snapshot
 
-__all__ = ["ReadWriteLockInfo", "rwlock_info"]
+__all__ = ["ReadWriteLockInfo", "rwlock_info", "rwlock_keys"]
+
+
+def rwlock_keys(prefix: str, name: bytes) -> SharedKeys:
+    """The keys of the read/write lock ``name``: ``<prefix>:{<name>}:rwlock:<key>``."""
+    return SharedKeys.build(prefix, name, RWLOCK)
 
 
 @dataclass(frozen=True)

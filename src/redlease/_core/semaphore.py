@@ -14,11 +14,16 @@ from dataclasses import dataclass
 
 from .holder import HolderInfo
 from .scripts import load
-from .shared import Snapshot
+from .shared import SEMAPHORE, SharedKeys, Snapshot
 
-__all__ = ["SET_PERMITS", "SemaphoreInfo", "semaphore_info"]
+__all__ = ["SET_PERMITS", "SemaphoreInfo", "semaphore_info", "semaphore_keys"]
 
 SET_PERMITS = load("semaphore_set_permits", prelude=("lock_lib", "shared_lib"))
+
+
+def semaphore_keys(prefix: str, name: bytes) -> SharedKeys:
+    """The keys of the semaphore ``name``: ``<prefix>:{<name>}:semaphore:<key>``."""
+    return SharedKeys.build(prefix, name, SEMAPHORE)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,15 @@ from redis.exceptions import RedisError
 
 from .._core import shared, validate
 from .._core.breakglass import ForceReleased
-from .._core.election import WATCH, ElectionInfo, Leader, decode_watch, election_info, leader_of
+from .._core.election import (
+    WATCH,
+    ElectionInfo,
+    Leader,
+    decode_watch,
+    election_info,
+    election_keys,
+    leader_of,
+)
 from .._core.lease import new_token
 from .._core.waiters import Outcome
 from ..errors import ElectionUnavailable, LeadershipLost, NotLeader
@@ -58,7 +66,8 @@ class Election(Shared):
         """Describe an election; nothing is sent to Redis until it is used.
 
         :param client: your redis-py client.
-        :param name: the election's name (str or bytes); keys are ``<prefix>:{<name>}:...``.
+        :param name: the election's name (str or bytes); keys are
+            ``<prefix>:{<name>}:election:...``.
         :param ttl: the leader's lease in seconds; renewed while it leads.
         :param prefix: the key prefix (no white space or braces).
         :param renew: renew the lease while leading; ``False``: it ends after ttl.
@@ -71,10 +80,10 @@ class Election(Shared):
             name,
             ttl=ttl,
             timeout=None,
-            prefix=prefix,
             renew=renew,
             on_lost=on_lost,
             handoff=handoff,
+            keys=election_keys(validate.prefix(prefix), validate.name(name)),
         )
         self.value: str | None = None
 

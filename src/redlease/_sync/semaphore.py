@@ -11,7 +11,7 @@ from redis.exceptions import RedisError
 
 from .._core import validate
 from .._core.breakglass import ForceReleased
-from .._core.semaphore import SET_PERMITS, SemaphoreInfo, semaphore_info
+from .._core.semaphore import SET_PERMITS, SemaphoreInfo, semaphore_info, semaphore_keys
 from .._synchronization import Background
 from ..errors import NoPermit, PermitLost, PermitNotHeld, SemaphoreUnavailable
 from .shared import DEFAULT, Shared, Errors
@@ -62,7 +62,8 @@ class Semaphore(Shared):
         """Describe a semaphore; nothing is sent to Redis until it is used.
 
         :param client: your redis-py client.
-        :param name: the semaphore's name (str or bytes); keys are ``<prefix>:{<name>}:...``.
+        :param name: the semaphore's name (str or bytes); keys are
+            ``<prefix>:{<name>}:semaphore:...``.
         :param permits: how many may hold a permit at once (>= 1), stored on first use.
         :param ttl: each permit's lease in seconds; renewed while held.
         :param timeout: how long ``with`` and ``acquire()`` wait: ``None`` or ``-1`` forever,
@@ -79,10 +80,10 @@ class Semaphore(Shared):
             name,
             ttl=ttl,
             timeout=timeout,
-            prefix=prefix,
             renew=renew,
             on_lost=on_lost,
             handoff=handoff,
+            keys=semaphore_keys(validate.prefix(prefix), validate.name(name)),
         )
 
     def __repr__(self) -> str:

@@ -64,18 +64,17 @@ class Shared:
         *,
         ttl: float,
         timeout: float | None,
-        prefix: str,
         renew: bool,
         on_lost: Callable[[], object] | None,
         handoff: float,
-        keys: SharedKeys | None = None,
+        keys: SharedKeys,
     ) -> None:
         check_client(client)
         if not isinstance(renew, bool):
             raise TypeError(f"renew must be a bool, got {type(renew).__name__}")
         self._client = client
         self.name = name
-        self._keys = keys or SharedKeys.build(validate.prefix(prefix), validate.name(name))
+        self._keys = keys
         self._ttl_ms = validate.lease_ms(ttl)
         self.ttl = self._ttl_ms / 1000
         self.timeout = validate.timeout(timeout)

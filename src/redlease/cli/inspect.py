@@ -21,6 +21,8 @@ import redis
 
 import redlease
 
+from .._core.lock import LockKeys
+from .._core.shared import KINDS as SHARED_KINDS
 from ._common import (
     DEFAULT_URL,
     CliError,
@@ -117,7 +119,7 @@ def lock_key(prefix: str, name: str) -> str:
 
     Shown to say where to look; nothing is read through it.
     """
-    return f"{prefix}:{{{name}}}:lock"
+    return LockKeys.build(prefix, name.encode()).lock.decode(errors="replace")
 
 
 def report(info: redlease.LockInfo, key: str) -> dict[str, Any]:
@@ -233,11 +235,12 @@ _KIND_OF_SUFFIX = {
     b"fenced": "fenced",
     b"capacity": "semaphore",
     b"payload": "election",
-    b"holders": "shared",
+    **{kind.encode(): kind for kind in SHARED_KINDS},  # <prefix>:{<name>}:semaphore:holders, ...
+    b"holders": "shared",  # the layout before each kind had its own keys
     b"units": "shared",
     b"granted": "shared",
 }
-_RANK = ("semaphore", "election", "shared", "inventory", "latch", "fenced", "lock")
+_RANK = ("semaphore", "election", "rwlock", "shared", "inventory", "latch", "fenced", "lock")
 
 
 def scan_all(
