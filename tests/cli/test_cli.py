@@ -194,6 +194,8 @@ def test_inspect_free_lock(
         "remaining": None,
         "fence": 0,
         "waiters": 0,
+        "held_by": None,
+        "servers": 0,
     }
 
 

@@ -29,7 +29,7 @@ import redis
 
 import redlease
 
-from . import demo, inspect, run, top
+from . import demo, inspect, release, run, top
 from ._common import (
     DEFAULT_URL,
     EX_UNAVAILABLE,
@@ -58,8 +58,10 @@ Distributed locks on Redis, from the command line.
 
   redlease run NAME [--timeout S] -- COMMAND...   hold lock NAME while COMMAND runs
   redlease inspect NAME [--json]                  is NAME held? fence, waiters
-  redlease inspect NAME --kind KIND               a rwlock, semaphore, latch or election
+  redlease inspect NAME [--kind KIND]             any primitive: its kind is found
   redlease inspect --all [--limit N] [--json]     every primitive under --prefix (SCAN)
+  redlease inspect NAME --url A --url B --url C   a Redlock over those servers
+  redlease release NAME --force [--token T]       break-glass: evict NAME's holder
   redlease top [--interval S] [--match GLOB]      a live view of what is held and awaited
   redlease demo [--counter]                       a flash sale raced by processes: naive,
                                                   WATCH, lock and atomic compared
@@ -87,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(
         title="subcommands", dest="subcommand", metavar="SUBCOMMAND", required=True
     )
-    for module in (run, inspect, top, demo):
+    for module in (run, inspect, release, top, demo):
         module.add_parser(subparsers)
     return parser
 
