@@ -122,3 +122,12 @@ def test_a_waiter_watches_a_reservation_only_from_right_behind_the_head() -> Non
     assert tally.reserved_ms == [30, 40, 50, 60, 70]
     far = core.tally([[RESERVED, 40, 0, 2]] * 3)
     assert far.check_ms == [] and far.reserved_ms == [40] * 3 and not far.fence_known
+
+
+def test_a_fence_no_server_remembers_is_the_latest_server_time() -> None:
+    """Every granting server lost the counter (or never had it): the merged fence is the
+    latest of the times they sent, so it does not go back to 1 after they all lost it."""
+    fresh = core.tally([[1, 0, 1_700_000_000_000_001], [1, 0, 1_700_000_000_000_009], [1, 0, 7]])
+    assert fresh.fence_known and fresh.fence == 1_700_000_000_000_009
+    twin = core.tally([[1, 0], [1, 0], [1, 0]])  # the replies before: no time in them
+    assert twin.fence_known and twin.fence == 1
