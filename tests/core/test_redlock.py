@@ -142,3 +142,12 @@ def test_merge_inspect_names_the_holder_of_a_majority() -> None:
     split = core.merge_inspect("n", [info(a, 5.0, 7), info(b, 4.0, 6), info(None, None, 6)], 2)
     assert not split.held and split.servers == 1 and split.remaining is None
     assert core.merge_inspect("n", [], 2) == LockInfo("n", False, False, None, 0, 0, None, 0)
+
+
+def test_a_fence_no_server_remembers_is_the_latest_server_time() -> None:
+    """Every granting server lost the counter (or never had it): the merged fence is the
+    latest of the times they sent, so it does not go back to 1 after they all lost it."""
+    fresh = core.tally([[1, 0, 1_700_000_000_000_001], [1, 0, 1_700_000_000_000_009], [1, 0, 7]])
+    assert fresh.fence_known and fresh.fence == 1_700_000_000_000_009
+    twin = core.tally([[1, 0], [1, 0], [1, 0]])  # the replies before: no time in them
+    assert twin.fence_known and twin.fence == 1

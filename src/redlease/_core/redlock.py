@@ -161,6 +161,9 @@ class Tally:
 
     n: int
     granted: dict[int, int] = field(default_factory=dict)  # server -> its fence counter
+    # The latest server time (us) among granting servers without a counter: the merged
+    # fence is at least this, so that it does not go back to 1 when they all lost it.
+    floor: int = 0
     lease_ms: list[int] = field(default_factory=list)  # pttl reported where held by another
     reserved_ms: list[int] = field(default_factory=list)  # reservation left where reserved
     # The reservations this waiter must watch: where it is next in line behind the reserved
@@ -207,9 +210,10 @@ class Tally:
 
     @property
     def fence(self) -> int:
-        """The merged fence: the largest counter among the granting servers (1 for a name
-        used nowhere yet)."""
-        return max(max(self.granted.values()), 1)
+        """The merged fence: the largest counter among the granting servers, and at least
+        the latest server time (us) of those without one (for a name used nowhere yet, or
+        forgotten by every server that answered)."""
+        return max(max(self.granted.values()), self.floor, 1)
 
     def fence_unknown(self) -> str:
         """Why a majority granted but the fence cannot be trusted (``not fence_known``)."""
@@ -248,6 +252,8 @@ def tally(results: Sequence[Any]) -> Tally:
         reply = decode_acquire(result)
         if reply.status == ACQUIRED:
             out.granted[i] = reply.value
+            if reply.value == 0 and len(result) > 2:  # acquire.lua's {1, 0, server us}
+                out.floor = max(out.floor, int(result[2]))
         elif reply.status == HELD:
             out.lease_ms.append(reply.value)
         else:
