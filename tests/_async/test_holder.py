@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 
 import pytest
 import redis.asyncio
@@ -35,6 +36,7 @@ async def test_a_held_lock_says_who_holds_it(async_client: redis.asyncio.Redis) 
     assert who is not None and seen.servers == 1
     assert (who.host, who.pid) == (HOST.replace(" ", "_"), os.getpid())
     assert who.thread == me()
+    assert who.since is not None and abs(who.since - time.time()) < 60  # the server's clock
     assert who.token.encode() == await async_client.get(LockKeys.build("redlease", b"who").lock)
     await lock.release()
     assert (await lock.inspect()).held_by is None
@@ -49,6 +51,7 @@ async def test_permits_shares_and_leaders_say_who_holds_them(
     info = await pool.inspect()
     assert len(info.held_by) == 2 and {h.pid for h in info.held_by} == {os.getpid()}
     assert all(h.thread == me() for h in info.held_by)
+    assert all(h.since is not None and abs(h.since - time.time()) < 60 for h in info.held_by)
     assert len({h.token for h in info.held_by}) == 2
     await pool.release()
     await pool.release()

@@ -4,7 +4,7 @@
 -- KEYS[1] lock     STRING  holder's token
 -- KEYS[2] queue    ZSET    waiters, FIFO
 -- KEYS[3] handoff  STRING  reservation (mode R) or head since (mode B): dropped with the holder
--- KEYS[4] fence    STRING  fencing counter
+-- KEYS[4] fence    STRING  fencing counter (moved on with next_fence, as an acquisition does)
 -- ARGV[1] window   ms the queue head has to claim the lock it is granted
 -- ARGV[2] channels prefix of the waiters' channels (a process id completes it)
 -- ARGV[3] token    "": whoever holds it; else only a holding with this token
@@ -19,7 +19,7 @@ if not holder or (ARGV[3] ~= '' and holder ~= ARGV[3]) then
   return {'', tonumber(redis.call('GET', fence) or '0')}
 end
 redis.call('DEL', lock, handoff)
-local moved = redis.call('INCR', fence)
+local moved = next_fence(fence)
 -- Granted as a fair release grants: a barging waiter takes a grant too (barge() grants).
 grant(lock, fence, queue, ARGV[2], tonumber(ARGV[1]), nil)
 return {holder, moved}

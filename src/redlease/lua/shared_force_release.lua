@@ -23,7 +23,7 @@ for _, t in ipairs(redis.call('ZRANGEBYSCORE', S.holders, '(' .. now, '+inf')) d
   end
 end
 if #removed == 0 then return {tonumber(redis.call('GET', S.fence) or '0')} end
-local moved = redis.call('INCR', S.fence)
+local moved = next_fence(S.fence)
 notify(S)
 purge(S, now)
 walk(S, capacity(S, tonumber(ARGV[4]), ARGV[5] == '1'), now, tonumber(ARGV[2]), nil)
