@@ -28,6 +28,7 @@ from redis.retry import Retry
 import redlease
 
 from .._core import validate
+from ._urls import SubcommandUrls, Urls
 
 __all__ = [
     "DEFAULT_URL",
@@ -40,7 +41,6 @@ __all__ = [
     "CliError",
     "Client",
     "Target",
-    "all_urls",
     "check_connection",
     "close_client",
     "count",
@@ -436,29 +436,6 @@ def unavailable(url: str, exc: BaseException) -> CliError:
 # -- parsers ------------------------------------------------------------------------------------
 
 
-class _Urls(argparse.Action):
-    """``--url``: the last one given is ``url`` (the connection); all of them, in order, are
-    ``urls`` (``inspect`` over a Redlock's servers): those before the subcommand, then
-    those after it (kept apart, as argparse copies a subcommand's values over the others)."""
-
-    where = "urls"
-
-    def __call__(
-        self, parser: Any, namespace: argparse.Namespace, values: Any, option: Any = None
-    ) -> None:
-        namespace.url = values
-        setattr(namespace, self.where, [*getattr(namespace, self.where, []), values])
-
-
-class _SubcommandUrls(_Urls):
-    where = "subcommand_urls"
-
-
-def all_urls(args: argparse.Namespace) -> list[str]:
-    """Every ``--url`` given, in order, before and after the subcommand."""
-    return [*getattr(args, "urls", []), *getattr(args, "subcommand_urls", [])]
-
-
 def global_options(*, url_default: str | None = None) -> argparse.ArgumentParser:
     """A parent parser with the connection options (``--url``, ``--cluster``, ``--sentinel``,
     ``--service``, ``--tls-*``) and ``--prefix``, for the main parser and subcommands.
@@ -473,13 +450,10 @@ def global_options(*, url_default: str | None = None) -> argparse.ArgumentParser
     parser.add_argument(
         "--url",
         metavar="URL",
-        action=_Urls if top else _SubcommandUrls,
+        action=Urls if top else SubcommandUrls,
         default=None if top else argparse.SUPPRESS,
-        help=f"Redis URL (default: ${URL_ENV}, else {default_text}); inspect: repeat it for "
-        "a Redlock over those servers",
+        help=f"Redis URL (default: ${URL_ENV}, else {default_text}); inspect: several, a Redlock",
     )
-    if top:
-        parser.set_defaults(urls=[])
     parser.add_argument(
         "--cluster",
         action="store_true",

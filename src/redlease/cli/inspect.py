@@ -29,7 +29,6 @@ from ._common import (
     DEFAULT_URL,
     EX_USAGE,
     CliError,
-    all_urls,
     check_connection,
     close_client,
     global_options,
@@ -39,6 +38,7 @@ from ._common import (
     unavailable,
 )
 from ._kinds import KINDS, kind_of_suffix, present
+from ._urls import all_urls
 
 __all__ = [
     "EX_FOREIGN",
