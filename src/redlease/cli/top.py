@@ -158,7 +158,9 @@ def _seconds(values: Any) -> str:
 
 def _lock(client: Any, name: str, prefix: str) -> Row:
     info = redlease.Lock(client, name, prefix=prefix).inspect()
-    held = "held" if info.held else "-"
+    who = info.held_by  # host:pid thread (a token without an identity: "held")
+    held = "held" if who is None or who.host is None else f"{who.host}:{who.pid} {who.thread}"
+    held = held if info.held else "-"
     return Row(
         name,
         "lock",
