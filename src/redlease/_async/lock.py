@@ -167,7 +167,8 @@ class AsyncLock(AsyncHandle):
     ) -> ForceReleased:
         """Break-glass: evict whoever holds lock ``name`` (only a holder with ``token``, as
         ``inspect().held_by`` shows it, when given), move the fence on, and grant the lock to
-        the first waiter at once, as a release does.
+        the first waiter at once, as a release does. For a ``Lock`` or ``RLock`` (a
+        ``Redlock``'s servers must agree on a holder: not one of them on its own).
 
         For an operator (``redlease release NAME --force``), when a holder hangs on a lock it
         keeps renewing. The evicted holder's watchdog reports ``on_lost`` at its next renewal
