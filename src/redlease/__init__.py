@@ -15,8 +15,10 @@ from ._compat import check_redis_version
 
 check_redis_version()  # before anything else: an unsupported redis-py fails here, clearly
 
+from ._core.breakglass import ForceReleased
 from ._core.election import ElectionInfo, Leader
 from ._core.fencing import FencedRecord
+from ._core.holder import HolderInfo
 from ._core.inventory import Reservation, Stock
 from ._core.latch import LatchInfo
 from ._core.lock import LockInfo
@@ -88,7 +90,9 @@ __all__ = [
     "FencedStore",
     "FencedStoreUnavailable",
     "FencingError",
+    "ForceReleased",
     "ForeignData",
+    "HolderInfo",
     "Inventory",
     "InventoryError",
     "InventoryUnavailable",

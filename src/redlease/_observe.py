@@ -27,6 +27,7 @@ __all__ = [
     "acquired",
     "current",
     "error",
+    "force_released",
     "held_at_close",
     "install",
     "lost",
@@ -208,4 +209,23 @@ def held_at_close(holding: Holding, left: float) -> None:
         name=holding.name,
         fence=holding.fence,
         remaining=max(left, 0.0),
+    )
+
+
+def force_released(primitive: str, name: str, tokens: Sequence[str], fence: int) -> None:
+    """An operator's break-glass release removed the holders ``tokens``; the fencing counter
+    moved on to ``fence``. A WARNING: another process was holding it, and loses it now."""
+    record(
+        logging.WARNING,
+        "force_released",
+        "%s %r force-released: removed %d holder(s) %s; the fence moved on to %d",
+        primitive,
+        name,
+        len(tokens),
+        ", ".join(tokens),
+        fence,
+        primitive=primitive,
+        name=name,
+        holders=list(tokens),
+        fence=fence,
     )

@@ -25,8 +25,10 @@ from ._async.ratelimit import AsyncRateLimiter as RateLimiter
 from ._async.redlock import AsyncRedlock as Redlock
 from ._async.rwlock import AsyncReadWriteLock as ReadWriteLock
 from ._async.semaphore import AsyncSemaphore as Semaphore
+from ._core.breakglass import ForceReleased
 from ._core.election import ElectionInfo, Leader
 from ._core.fencing import FencedRecord
+from ._core.holder import HolderInfo
 from ._core.inventory import Reservation, Stock
 from ._core.latch import LatchInfo
 from ._core.lock import LockInfo
@@ -85,7 +87,9 @@ __all__ = [
     "FencedStore",
     "FencedStoreUnavailable",
     "FencingError",
+    "ForceReleased",
     "ForeignData",
+    "HolderInfo",
     "Inventory",
     "InventoryError",
     "InventoryUnavailable",

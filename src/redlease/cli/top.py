@@ -159,7 +159,9 @@ def _seconds(values: Any) -> str:
 
 def _lock(client: Any, name: str, prefix: str) -> Row:
     info = redlease.Lock(client, name, prefix=prefix).inspect()
-    held = "held" if info.held else "-"
+    who = info.held_by  # host:pid thread (a token without an identity: "held")
+    held = "held" if who is None or who.host is None else f"{who.host}:{who.pid} {who.thread}"
+    held = held if info.held else "-"
     return Row(
         name,
         "lock",
@@ -345,7 +347,7 @@ def _frame(args: argparse.Namespace, where: str, refresh: int, *, once: bool) ->
             args.client, args.prefix, match=args.match, limit=args.limit, idle=args.idle
         )
         shown = rows[: args.rows]
-        status = f"{len(rows)} in use of {scanned} names scanned"
+        status = f"{sum(1 for row in rows if row.active)} in use of {scanned} names scanned"
         if scanned >= args.limit:
             status += f" (stopped at --limit {args.limit})"
         if len(shown) < len(rows):
