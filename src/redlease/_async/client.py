@@ -75,6 +75,7 @@ class _Flavor:
     retry_class: Any
     no_backoff: Any
     errors: tuple[type[BaseException], ...]
+    connect_func: str  # the connection's keyword for its handshake callback
 
 
 def _flavor(client: Any) -> _Flavor | None:
@@ -97,6 +98,7 @@ def _redis_flavor() -> _Flavor:
         retry_class=redis.asyncio.retry.Retry,
         no_backoff=NoBackoff,
         errors=(),
+        connect_func="redis_connect_func",
     )
 
 
@@ -113,6 +115,7 @@ def _valkey_flavor() -> _Flavor:
         retry_class=valkey.asyncio.retry.Retry,
         no_backoff=NoBackoff,
         errors=(valkey.exceptions.ValkeyError,),
+        connect_func="valkey_connect_func",
     )
 
 
@@ -253,11 +256,9 @@ class AsyncBackend:
         pool: Any = self.client.connection_pool
         no_retry = self._flavor.retry_class(self._flavor.no_backoff(), 0)
         kwargs = private_kwargs(pool, no_retry, timeout)
-        kwargs["redis_connect_func"] = functools.partial(
-            _handshake,
-            weakref.ref(self._root),
-            timeout is not None,
-            kwargs.get("redis_connect_func"),
+        hook = self._flavor.connect_func  # redis_connect_func, valkey_connect_func
+        kwargs[hook] = functools.partial(
+            _handshake, weakref.ref(self._root), timeout is not None, kwargs.get(hook)
         )
         return self._flavor.pool_class(connection_class=pool.connection_class, **kwargs)
 

@@ -76,6 +76,7 @@ class _Flavor:
     retry_class: Any
     no_backoff: Any
     errors: tuple[type[BaseException], ...]
+    connect_func: str  # the connection's keyword for its handshake callback
 
 
 def _flavor(client: Any) -> _Flavor | None:
@@ -98,6 +99,7 @@ def _redis_flavor() -> _Flavor:
         retry_class=redis.retry.Retry,
         no_backoff=NoBackoff,
         errors=(),
+        connect_func="redis_connect_func",
     )
 
 
@@ -114,6 +116,7 @@ def _valkey_flavor() -> _Flavor:
         retry_class=valkey.retry.Retry,
         no_backoff=NoBackoff,
         errors=(valkey.exceptions.ValkeyError,),
+        connect_func="valkey_connect_func",
     )
 
 
@@ -254,11 +257,9 @@ class Backend:
         pool: Any = self.client.connection_pool
         no_retry = self._flavor.retry_class(self._flavor.no_backoff(), 0)
         kwargs = private_kwargs(pool, no_retry, timeout)
-        kwargs["redis_connect_func"] = functools.partial(
-            _handshake,
-            weakref.ref(self._root),
-            timeout is not None,
-            kwargs.get("redis_connect_func"),
+        hook = self._flavor.connect_func  # redis_connect_func, valkey_connect_func
+        kwargs[hook] = functools.partial(
+            _handshake, weakref.ref(self._root), timeout is not None, kwargs.get(hook)
         )
         return self._flavor.pool_class(connection_class=pool.connection_class, **kwargs)
 
