@@ -32,7 +32,8 @@ def test_the_rules_name_every_command_the_scripts_call() -> None:
 
 def test_the_rules_keep_the_user_to_its_prefix_and_the_waiters_channels() -> None:
     rules = acl_rules("shop")
-    assert rules[:2] == ["~shop:*", "&redlease:waiters:*"]
+    assert rules[:3] == ["~shop:{*", "~shop:ratelimit:*", "&redlease:waiters:*"]
+    assert acl_rules("a*b")[0] == "~a\\*b:{*"  # glob characters are matched literally
     assert "+spublish" not in rules and "+spublish" in acl_rules(cluster=True)
     assert "+wait" in acl_rules(replicas=True)
     with pytest.raises(ValueError, match="prefix"):
@@ -91,6 +92,50 @@ def test_a_user_with_only_these_rules_runs_every_primitive(
         election = redlease.Election(client, "acl:election")
         assert election.campaign("me", timeout=2)
         election.resign()
+    finally:
+        redlease.close(client)
+        client.close()
+
+
+def tenant_can_use(client: redis.Redis, prefix: str) -> bool:
+    """Whether ``client``'s user may take a lock, hit a rate limiter and write a fenced store
+    under ``prefix`` (False: refused by the ACL)."""
+    try:
+        with redlease.Lock(client, "acl:job", prefix=prefix, ttl=5) as held:
+            redlease.FencedStore(client, "acl:job", prefix=prefix).write(held.fence, "v")
+        redlease.RateLimiter(client, "acl:api", limit=2, prefix=prefix).hit("k")
+    except redlease.Unavailable as exc:
+        assert "permission" in str(exc).lower() or "noperm" in str(exc).lower(), exc
+        return False
+    return True
+
+
+def test_a_tenants_rules_do_not_cover_a_longer_tenant_prefix(
+    server: RedisServer, make_acl_user: Callable[..., ACLUser]
+) -> None:
+    """``acl_rules("app")`` grants ``app:{*`` and ``app:ratelimit:*``: the prefix
+    ``app:billing`` (keys ``app:billing:{...}``) is another tenant's, refused."""
+    user = make_acl_user("tenant-app", acl_rules("app"))
+    client = server.client(**user.kwargs())
+    try:
+        assert tenant_can_use(client, "app")
+        assert not tenant_can_use(client, "app:billing")
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            client.get("app:billing:{acl:job}:fence")
+    finally:
+        redlease.close(client)
+        client.close()
+
+
+def test_twin_a_plain_prefix_pattern_covers_the_other_tenant(
+    server: RedisServer, make_acl_user: Callable[..., ACLUser]
+) -> None:
+    """The twin: the rules before (``~app:*``) let the ``app`` user into ``app:billing``."""
+    rules = ["~app:*", *acl_rules("app")[2:]]
+    user = make_acl_user("tenant-app-wide", rules)
+    client = server.client(**user.kwargs())
+    try:
+        assert tenant_can_use(client, "app") and tenant_can_use(client, "app:billing")
     finally:
         redlease.close(client)
         client.close()

@@ -27,6 +27,7 @@ __all__ = [
     "acquired",
     "current",
     "error",
+    "eviction_possible",
     "force_released",
     "held_at_close",
     "install",
@@ -192,6 +193,21 @@ def lost(holding: Holding, reason: str) -> None:
     observer = _observer
     if observer is not None:
         _call(observer, "lost", holding.primitive, holding.name)
+
+
+def eviction_possible(server: str, policy: str, risk: str) -> None:
+    """``server``'s ``maxmemory-policy`` is ``policy``, which may evict redlease's keys."""
+    record(
+        logging.WARNING,
+        "eviction_possible",
+        "Redis server %s has maxmemory-policy %s: %s. Locks need maxmemory-policy "
+        "noeviction (docs/safety.md)",
+        server,
+        policy,
+        risk,
+        server=server,
+        policy=policy,
+    )
 
 
 def held_at_close(holding: Holding, left: float) -> None:

@@ -85,6 +85,12 @@ def _expire(future: asyncio.Future[bool]) -> None:
         future.set_result(False)
 
 
+def _bounded(timeout: float | None) -> float | None:
+    """``timeout`` at most ``threading.TIMEOUT_MAX`` (about 292 years; 49 days on Windows):
+    a longer one raises OverflowError in ``threading``, and is a valid "very long"."""
+    return None if timeout is None else min(timeout, threading.TIMEOUT_MAX)
+
+
 class Event:
     """An event a thread waits on, with a timeout."""
 
@@ -102,7 +108,7 @@ class Event:
 
     def wait(self, timeout: float | None) -> bool:
         """Wait until set or ``timeout`` seconds passed (``None``: no limit); True if set."""
-        return self._event.wait(timeout)
+        return self._event.wait(_bounded(timeout))
 
 
 class AsyncMutex:
@@ -147,7 +153,7 @@ class Mutex:
             self._lock, self._pid = threading.Lock(), pid()
         if timeout is None:
             return self._lock.acquire()
-        return self._lock.acquire(timeout=max(timeout, 0.0))
+        return self._lock.acquire(timeout=min(max(timeout, 0.0), threading.TIMEOUT_MAX))
 
     def release(self) -> None:
         self._lock.release()

@@ -2,7 +2,7 @@
 
 ``acl_rules()`` returns the rules for ``ACL SETUSER <user> on ><password> <rules...>``::
 
-    ACL SETUSER app on >secret ~redlease:* &redlease:waiters:* +evalsha +eval +publish ...
+    ACL SETUSER app on >secret ~redlease:{* ~redlease:ratelimit:* &redlease:waiters:* +evalsha ...
 
 or, in an ``aclfile``, the same words after ``user app on >secret``. Nothing else is needed:
 Redis checks the commands a Lua script calls against the user's rules too, so the list holds
@@ -11,6 +11,15 @@ themselves (``EVALSHA``; ``EVAL`` when the server lost its script cache; ``SUBSC
 ``INFO`` by which Redlock tells its servers apart). With ``cluster=True``, the sharded
 pub/sub and ``CLUSTER`` subcommands the Cluster adapter uses; with ``replicas=True``, ``WAIT``
 and ``WAITAOF`` for ``wait_replicas``.
+
+**Prefixes and tenants.** The key patterns are exact: every key of a primitive under prefix
+``P`` is ``P:{<name>}:...`` (a rate limiter's ``P:ratelimit:...``), and the rules grant
+``~P:{*`` and ``~P:ratelimit:*``, not ``~P:*``. So the user of prefix ``app`` is not given
+the keys of prefix ``app:billing`` (``app:billing:{...}``), as ``~app:*`` would. The one
+overlap left: a prefix ``P:ratelimit`` (or one starting with it) is inside ``P``'s rate
+limiter pattern, so never give another tenant such a prefix. Glob characters in a prefix
+(``*``, ``?``, brackets, backslashes) are escaped. The waiters' channels are shared by every
+prefix.
 """
 
 from __future__ import annotations
@@ -63,8 +72,10 @@ def acl_rules(
     """The ACL rules that let a user run every redlease primitive under ``prefix``.
 
     :param prefix: the key prefix your primitives use (their ``prefix=``, default
-        ``"redlease"``): the user may touch ``<prefix>:*`` keys only. The waiters' channels
-        are always ``redlease:waiters:*``.
+        ``"redlease"``): the user may touch ``<prefix>:{*`` and ``<prefix>:ratelimit:*`` keys
+        only, which no other prefix's keys match but those of a prefix
+        ``<prefix>:ratelimit...`` (see above). The waiters' channels are always
+        ``redlease:waiters:*``.
     :param cluster: also what a Redis Cluster needs (sharded pub/sub, ``CLUSTER`` lookups).
     :param replicas: also ``WAIT`` / ``WAITAOF``, for locks with ``wait_replicas``.
     """
@@ -74,4 +85,11 @@ def acl_rules(
         commands += CLUSTER_COMMANDS
     if replicas:
         commands += REPLICA_COMMANDS
-    return [f"~{prefix}:*", "&redlease:waiters:*", *(f"+{c}" for c in commands)]
+    start = _glob_escape(prefix)
+    keys = [f"~{start}:{{*", f"~{start}:ratelimit:*"]
+    return [*keys, "&redlease:waiters:*", *(f"+{c}" for c in commands)]
+
+
+def _glob_escape(text: str) -> str:
+    """``text`` matched literally by a Redis glob pattern."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)

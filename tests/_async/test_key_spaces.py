@@ -111,3 +111,27 @@ async def _exists(client: redis.asyncio.Redis, key: bytes) -> bool:
 
 async def _size(client: redis.asyncio.Redis, key: bytes, n: int) -> bool:
     return int(await client.zcard(key)) == n
+
+
+async def test_a_lock_and_an_rlock_of_one_name_are_one_lock(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    """By design Lock and RLock share their keys (an RLock is a Lock its owner may take
+    again): each excludes the other, and a Semaphore of the name is independent of both."""
+    lock = redlease.Lock(async_client, "one", ttl=10.0)
+    assert await lock.acquire()
+    assert not await AsyncTasks.run(lambda: redlease.RLock(async_client, "one").acquire(False))
+    sem = redlease.Semaphore(async_client, "one", 1, ttl=10.0)
+    assert await AsyncTasks.run(lambda: _take_and_give(sem))
+    await lock.release()
+    rlock = redlease.RLock(async_client, "one", ttl=10.0)
+    assert await rlock.acquire()
+    assert not await AsyncTasks.run(lambda: redlease.Lock(async_client, "one").acquire(False))
+    await rlock.release()
+
+
+async def _take_and_give(sem: redlease.Semaphore) -> bool:
+    got = await sem.acquire(blocking=False)
+    if got:
+        await sem.release()
+    return got

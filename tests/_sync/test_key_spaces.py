@@ -112,3 +112,27 @@ def _exists(client: redis.Redis, key: bytes) -> bool:
 
 def _size(client: redis.Redis, key: bytes, n: int) -> bool:
     return int(client.zcard(key)) == n
+
+
+def test_a_lock_and_an_rlock_of_one_name_are_one_lock(
+    client: redis.Redis,
+) -> None:
+    """By design Lock and RLock share their keys (an RLock is a Lock its owner may take
+    again): each excludes the other, and a Semaphore of the name is independent of both."""
+    lock = redlease.Lock(client, "one", ttl=10.0)
+    assert lock.acquire()
+    assert not Tasks.run(lambda: redlease.RLock(client, "one").acquire(False))
+    sem = redlease.Semaphore(client, "one", 1, ttl=10.0)
+    assert Tasks.run(lambda: _take_and_give(sem))
+    lock.release()
+    rlock = redlease.RLock(client, "one", ttl=10.0)
+    assert rlock.acquire()
+    assert not Tasks.run(lambda: redlease.Lock(client, "one").acquire(False))
+    rlock.release()
+
+
+def _take_and_give(sem: redlease.Semaphore) -> bool:
+    got = sem.acquire(blocking=False)
+    if got:
+        sem.release()
+    return got

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from redis.crc import key_slot
 
+from redlease._core.cluster import check_one_slot
 from redlease._core.election import election_keys
 from redlease._core.fencing import FencedKeys
 from redlease._core.inventory import InventoryKeys
@@ -88,3 +89,11 @@ def test_twin_the_old_shared_layout_collided_with_the_lock() -> None:
 def test_kinds_are_checked() -> None:
     with pytest.raises(ValueError, match="kind"):
         SharedKeys.build("redlease", b"y", "lock")
+
+
+def test_one_slot_is_checked_before_a_cluster_call() -> None:
+    """A name starting with ``}`` leaves ``{}`` empty: its keys have no common tag."""
+    check_one_slot(LockKeys.build("redlease", b"a}b").in_order())  # tag "a": fine
+    check_one_slot([b"redlease:{}x}:lock"])  # one key: one slot
+    with pytest.raises(ValueError, match=r"^name must not start with '\}'"):
+        check_one_slot(LockKeys.build("redlease", b"}x").in_order())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any
 
 import pytest
@@ -23,6 +24,15 @@ def test_ttl_in_ms(value: float, expected: int) -> None:
 )
 def test_timeout_forms(value: Any, expected: Any) -> None:
     assert validate.timeout(value) == expected
+
+
+@pytest.mark.parametrize("huge", [1e10, 1e300, 2**64])
+def test_a_timeout_too_long_for_threading_waits_forever(huge: float) -> None:
+    """``threading`` raises OverflowError past TIMEOUT_MAX: such a timeout is "forever"."""
+    assert validate.timeout(huge) is None
+    assert validate.timeout(1e9) == 1e9  # under the limit: kept
+    with pytest.raises(OverflowError):  # the twin: what a wait that long does in threading
+        threading.Event().wait(huge)
 
 
 def test_text_that_is_not_utf8_names_the_argument() -> None:

@@ -46,7 +46,7 @@ PINNED = {
     "inventory_confirm": "56e0050769360b8b432a77c9f47a76aa0f78b4e0",
     "inventory_order": "59ed956da3fa556a35bba04cc0bf389d116d9574",
     "inventory_reserve": "f22954b33d9c2b01c7e7ce2eaf491c2b04098a96",
-    "inventory_restock": "6a3e3ea8cb40af155f894dc1d61179fbe8fdb940",
+    "inventory_restock": "d01f5c244b4f869b0f6ffb867172faa2ea12a2db",
     "inventory_snapshot": "dcf9eab370ad3145e0d3b722795a79f81d002bbc",
     "inventory_withdraw": "998ee215b7881946239f32b6b0f9ac3b13cee0dc",
     "latch_count_down": "e837d50e1c4a07a12dff1962cf7c75d5a7fc2da9",

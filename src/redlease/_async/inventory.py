@@ -84,10 +84,14 @@ class AsyncInventory:
         return f"<{type(self).__name__} {self.name!r}>"
 
     async def restock(self, qty: int) -> Stock:
-        """Add ``qty`` units (int >= 0) to the stock; returns the counts after it."""
+        """Add ``qty`` units (int >= 0) to the stock; returns the counts after it.
+
+        Raises ValueError naming ``qty``, adding nothing, when the total would pass
+        ``2**53 - 1`` (where Lua stops counting units exactly).
+        """
         units = core.units(qty, "qty", minimum=0)
         reply = await self._run(core.RESTOCK, [units, self._retain], "restock")
-        return core.decode_stock(reply)
+        return core.decode_restock(reply, self.name)
 
     async def withdraw(self, qty: int) -> Stock:
         """Take ``qty`` units (int >= 1) out of sale, e.g. damaged or sold elsewhere.

@@ -9,10 +9,32 @@ with :func:`sharded_pubsub_refusal`'s message instead.
 
 from __future__ import annotations
 
-__all__ = ["SHARDED_PUBSUB_SINCE", "server_version", "sharded_pubsub_refusal"]
+from collections.abc import Sequence
+
+from .keys import hash_tag
+
+__all__ = ["SHARDED_PUBSUB_SINCE", "check_one_slot", "server_version", "sharded_pubsub_refusal"]
 
 SHARDED_PUBSUB_SINCE = (7, 0)
 """The first Redis version with sharded pub/sub (``SSUBSCRIBE`` / ``SPUBLISH``)."""
+
+
+def check_one_slot(keys: Sequence[bytes]) -> None:
+    """Raise ValueError, naming ``name``, unless ``keys`` share one hash tag (one slot).
+
+    Every primitive's keys are ``<prefix>:{<name>}:...``; a name starting with ``}`` leaves
+    the tag empty, so Redis hashes each whole key and they land in different slots, which a
+    cluster refuses (CROSSSLOT). Said before anything is sent: it is the name's fault, not an
+    outage's. (Cheap: a few byte searches per call.)
+    """
+    tag = hash_tag(keys[0]) if keys else b""
+    for key in keys[1:]:
+        if hash_tag(key) != tag:
+            raise ValueError(
+                "name must not start with '}' on a Redis Cluster: its keys "
+                f"({keys[0].decode(errors='replace')}, ...) would have no hash tag in "
+                "common and fall in different slots"
+            )
 
 
 def server_version(info: str | bytes) -> tuple[int, ...] | None:

@@ -54,6 +54,7 @@ __all__ = [
     "CANCEL",
     "CONFIRM",
     "MAX_RETENTION",
+    "MAX_TOTAL",
     "MAX_UNITS",
     "MIN_RETENTION",
     "ORDER",
@@ -72,6 +73,7 @@ __all__ = [
     "decode_order",
     "decode_reply",
     "decode_reserve",
+    "decode_restock",
     "decode_stock",
     "decode_withdraw",
     "ident",
@@ -95,6 +97,10 @@ MIN_RETENTION = 1.0
 MAX_UNITS = 10**12
 """The largest quantity, restock or limit accepted: far beyond any stock, and small enough that
 Lua's floating-point numbers count every unit exactly."""
+
+MAX_TOTAL = 2**53 - 1
+"""The largest total an inventory reaches: a restock beyond it is refused (``restock`` raises
+ValueError naming ``qty``), since Lua's numbers (doubles) count exactly only up to here."""
 
 State = Literal["reserved", "sold", "cancelled", "expired"]
 STATES: tuple[State, ...] = ("reserved", "sold", "cancelled", "expired")
@@ -247,6 +253,26 @@ def decode_stock(raw: Any) -> Stock:
         return Stock(int(raw[1]), int(raw[2]), int(raw[3]), int(raw[4]))
     except (TypeError, ValueError, IndexError) as exc:
         raise ValueError(f"unexpected stock reply from an inventory script: {raw!r}") from exc
+
+
+def decode_restock(raw: Any, name: str | bytes) -> Stock:
+    """Decode the reply of restock: the counts after it; ValueError naming ``qty`` when the
+    total would have passed :data:`MAX_TOTAL` (nothing was changed)."""
+    try:
+        status = _text(raw[0])
+    except (TypeError, IndexError) as exc:
+        raise ValueError(f"unexpected reply from inventory_restock.lua: {raw!r}") from exc
+    if status != "full":
+        return decode_stock(raw)
+    try:
+        total, qty = int(raw[1]), int(raw[2])
+    except (TypeError, ValueError, IndexError) as exc:
+        raise ValueError(f"unexpected reply from inventory_restock.lua: {raw!r}") from exc
+    raise ValueError(
+        f"qty {qty} would take the total of inventory {name!r} from {total} past "
+        f"{MAX_TOTAL} (2**53 - 1), above which units are no longer counted exactly; "
+        "nothing was added"
+    )
 
 
 def decode_withdraw(raw: Any, name: str | bytes) -> Stock:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import threading
 from typing import Any
 
 __all__ = [
@@ -103,7 +104,11 @@ def window_ms(value: Any, arg: str = "handoff") -> int:
 
 
 def timeout(value: Any, arg: str = "timeout") -> float | None:
-    """A wait limit in seconds: ``None`` or ``-1`` wait forever, ``0`` tries once."""
+    """A wait limit in seconds: ``None`` or ``-1`` wait forever, ``0`` tries once.
+
+    One longer than ``threading.TIMEOUT_MAX`` (about 292 years; 49 days on Windows) waits
+    forever too: no thread, socket or clock can wait that long (they raise OverflowError).
+    """
     if value is None:
         return None
     seconds = _number(value, arg)
@@ -111,7 +116,7 @@ def timeout(value: Any, arg: str = "timeout") -> float | None:
         return None
     if seconds < 0:
         raise ValueError(f"{arg} must be >= 0 seconds, or None / -1 to wait forever, got {value!r}")
-    if math.isinf(seconds):
+    if math.isinf(seconds) or seconds > threading.TIMEOUT_MAX:
         return None
     return seconds
 

@@ -42,7 +42,9 @@ import redis.cluster
 import redis.exceptions
 from redis.exceptions import ConnectionError, NoScriptError, RedisError, ResponseError, TimeoutError
 
+from .. import _observe
 from .._compat import FAST_PACK, Connections, pack_command, private_kwargs
+from .._core import eviction
 from .._core.lease import pid
 from .._core.scripts import Script
 from .._logging import record
@@ -74,6 +76,7 @@ class _Flavor:
     retry_class: Any
     no_backoff: Any
     errors: tuple[type[BaseException], ...]
+    connect_func: str  # the connection's keyword for its handshake callback
 
 
 def _flavor(client: Any) -> _Flavor | None:
@@ -96,6 +99,7 @@ def _redis_flavor() -> _Flavor:
         retry_class=redis.retry.Retry,
         no_backoff=NoBackoff,
         errors=(),
+        connect_func="redis_connect_func",
     )
 
 
@@ -112,6 +116,7 @@ def _valkey_flavor() -> _Flavor:
         retry_class=valkey.retry.Retry,
         no_backoff=NoBackoff,
         errors=(valkey.exceptions.ValkeyError,),
+        connect_func="valkey_connect_func",
     )
 
 
@@ -217,6 +222,7 @@ class Backend:
         self._slow = False  # its last fan-out reply was late (see ``timely``)
         self._probe_at = 0.0  # when a sync fan-out next asks it in turn anyway (``probe``)
         self._probe_every = PROBE  # and then how long after that (doubling while it fails)
+        self._policy_read = False  # its maxmemory-policy was read (the first connection)
         # Connections kept between calls (LIFO), checked out of the private pool once: the
         # pool's own checkout (a lock, bookkeeping, observability hooks) costs about as much
         # as the script. Taken and given back with list.pop/append, atomic under the GIL,
@@ -251,10 +257,10 @@ class Backend:
         pool: Any = self.client.connection_pool
         no_retry = self._flavor.retry_class(self._flavor.no_backoff(), 0)
         kwargs = private_kwargs(pool, no_retry, timeout)
-        if timeout is not None:  # the handshake is part of connecting, not a reply
-            kwargs["redis_connect_func"] = functools.partial(
-                _handshake, weakref.ref(self._root), kwargs.get("redis_connect_func")
-            )
+        hook = self._flavor.connect_func  # redis_connect_func, valkey_connect_func
+        kwargs[hook] = functools.partial(
+            _handshake, weakref.ref(self._root), timeout is not None, kwargs.get(hook)
+        )
         return self._flavor.pool_class(connection_class=pool.connection_class, **kwargs)
 
     @property
@@ -701,6 +707,35 @@ class Backend:
             self._failed(exc)
             raise
 
+    def _read_policy(self, conn: Any) -> None:
+        """Once per server (the first connection's handshake): warn if its maxmemory-policy
+        may evict keys (``eviction_possible``). A refused CONFIG GET (an ACL without it, a
+        managed service that renamed it) is no error: logged at DEBUG, never asked again."""
+        root = self._root
+        try:
+            conn.send_command("CONFIG", "GET", "maxmemory-policy")
+            reply = conn.read_response()
+        except Exception as exc:
+            error = translate(exc) if isinstance(exc, self._foreign) else exc
+            if not isinstance(error, ResponseError):
+                raise  # the connection failed: the next one asks again
+            root._policy_read = True
+            record(
+                logging.DEBUG,
+                "eviction_unknown",
+                "Redis server %s did not tell its maxmemory-policy: %s",
+                root.address,
+                error,
+                server=root.address,
+                error=f"{type(error).__name__}: {error}",
+            )
+            return
+        root._policy_read = True
+        policy = eviction.policy_of(reply)
+        risk = None if policy is None else eviction.risk(policy)
+        if policy is not None and risk is not None:
+            _observe.eviction_possible(root.address, policy, risk)
+
     def _answered(self) -> None:
         """The server answered: log it if it had stopped answering."""
         if self._down:
@@ -732,15 +767,21 @@ def _forget_kept(kept: list[tuple[Any, float]]) -> None:
     kept.clear()
 
 
-def _handshake(root: Any, inner: Any, conn: Any) -> None:
-    """``redis_connect_func`` of a deadline backend's connections: the handshake replies
-    within the connect timeout (a loaded or briefly paused server is not a dead one), unless
-    the server is known not to answer (then within the deadline, as any reply)."""
+def _handshake(root: Any, deadline: bool, inner: Any, conn: Any) -> None:
+    """``redis_connect_func`` of a backend's connections: the handshake, then, on the first
+    connection to the server, its maxmemory-policy (:meth:`Backend._read_policy`).
+
+    A deadline backend's handshake replies within the connect timeout (a loaded or briefly
+    paused server is not a dead one), unless the server is known not to answer (then within
+    the deadline, as any reply); any other's within its socket timeout."""
     backend = root()
-    if backend is not None and backend._graced():
-        Connections.handshake(conn, conn.socket_connect_timeout, inner)
+    if deadline and backend is not None and backend._graced():
+        timeout = conn.socket_connect_timeout
     else:
-        Connections.handshake(conn, conn.socket_timeout, inner)
+        timeout = conn.socket_timeout
+    Connections.handshake(conn, timeout, inner)
+    if backend is not None and not backend._root._policy_read:
+        Connections.handshake(conn, timeout, backend._read_policy)
 
 
 def _forget_parked(parked: list[Any]) -> None:

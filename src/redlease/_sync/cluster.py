@@ -56,7 +56,7 @@ from redis.exceptions import (
 )
 
 from .._core import renewals
-from .._core.cluster import sharded_pubsub_refusal
+from .._core.cluster import check_one_slot, sharded_pubsub_refusal
 from .._core.lease import Holding
 from .._core.scripts import Script
 from .._synchronization import Background, Event, Mutex
@@ -284,6 +284,7 @@ class ClusterBackend(Backend):
 
         Follows one MOVED or ASK (the script did not run, see the module docstring).
         """
+        check_one_slot(keys)
         slot = key_slot(keys[0])
         try:
             node = self.owner(slot)
@@ -304,6 +305,7 @@ class ClusterBackend(Backend):
     ) -> tuple[Any, Any]:
         """Script, then WAIT/WAITAOF, on one connection to the slot's master (follows one
         MOVED; an ASK mid-migration is raised: the wait would go to another connection)."""
+        check_one_slot(keys)
         slot = key_slot(keys[0])
         try:
             node = self.owner(slot)
@@ -342,6 +344,7 @@ class ClusterBackend(Backend):
         self, script: Script, keys: Sequence[bytes], args: Sequence[Any], packed: Any = None
     ) -> Pending:
         """Send EVALSHA ``script`` to the master owning the slot of ``keys``."""
+        check_one_slot(keys)
         slot = key_slot(keys[0])
         try:
             node = self.owner(slot)
