@@ -1,0 +1,37 @@
+"""What only the sync ``redlease.compat.Lock`` has: redis-py's sync ``acquire(sleep, ...)``
+positional order (the asyncio lock has no ``sleep``). The rest: tests/_async/test_compat_lock.py.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+
+import redis
+import redis.asyncio.lock
+import redis.lock
+
+from redlease.compat import AsyncLock, Lock
+
+
+def test_acquire_signatures_are_redis_pys() -> None:
+    assert list(inspect.signature(Lock.acquire).parameters) == list(
+        inspect.signature(redis.lock.Lock.acquire).parameters
+    )
+    assert list(inspect.signature(AsyncLock.acquire).parameters) == list(
+        inspect.signature(redis.asyncio.lock.Lock.acquire).parameters
+    )
+    ours = list(inspect.signature(Lock.__init__).parameters)
+    theirs = list(inspect.signature(redis.lock.Lock.__init__).parameters)
+    assert ours[: len(theirs)] == theirs  # (redis-py < 5.3 has no raise_on_release_error)
+
+
+def test_sync_acquire_takes_sleep_first(client: redis.Redis) -> None:
+    holder = Lock(client, "positional")
+    assert holder.acquire()
+    other = Lock(client, "positional")
+    started = time.monotonic()
+    # acquire(sleep, blocking): blocking=False tries once, whatever sleep says
+    assert other.acquire(0.01, False) is False
+    assert time.monotonic() - started < 5.0
+    holder.release()
