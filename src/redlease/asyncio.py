@@ -23,6 +23,7 @@ from ._async.ratelimit import AsyncRateLimiter as RateLimiter
 from ._async.redlock import AsyncRedlock as Redlock
 from ._async.rwlock import AsyncReadWriteLock as ReadWriteLock
 from ._async.semaphore import AsyncSemaphore as Semaphore
+from ._cached import cached
 from ._core.election import ElectionInfo, Leader
 from ._core.fencing import FencedRecord
 from ._core.inventory import Reservation, Stock
@@ -123,6 +124,7 @@ __all__ = [
     "StaleFence",
     "Stock",
     "Unavailable",
+    "cached",
     "close",
     "closing",
 ]

@@ -17,7 +17,7 @@ it), waiters are served in FIFO order and woken by pub/sub (``sleep`` is ignored
 belongs to the thread (task) that took it, and ``fence`` is there for those who want it.
 
 :func:`django_lock` gives the same lock from a django-redis cache (the ``django`` extra).
-This module is not :mod:`redlease._compat` (redlease's own bridge across redis-py versions).
+This module is not ``redlease._compat`` (redlease's own bridge across redis-py versions).
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ class OpenTelemetryMetrics(Observer):
     ``redlease.renewals``           counter          ``outcome``: ``renewed``, ``failed``
     ``redlease.leases_lost``        counter
     ``redlease.errors``             counter          ``operation``
+    ``redlease.cache.lookups``      counter          ``outcome`` (attribute ``name`` only)
     ==============================  ===============  ========================================
     """
 
@@ -63,6 +64,10 @@ class OpenTelemetryMetrics(Observer):
             "redlease.errors", unit="{error}", description="Operations that failed: Redis did"
         )
 
+        self.cache_lookups = meter.create_counter(
+            "redlease.cache.lookups", unit="{call}", description="Calls of cached functions"
+        )
+
     def _attributes(self, primitive: str, name: str, **more: str) -> dict[str, str]:
         return {"primitive": primitive, "name": self._names(name), **more}
 
@@ -89,6 +94,9 @@ class OpenTelemetryMetrics(Observer):
 
     def error(self, primitive: str, name: str, operation: str, error: BaseException) -> None:
         self.errors.add(1, self._attributes(primitive, name, operation=operation))
+
+    def cache_lookup(self, name: str, outcome: str) -> None:
+        self.cache_lookups.add(1, {"name": self._names(name), "outcome": outcome})
 
 
 def _histogram(meter: Any, name: str, description: str) -> Any:

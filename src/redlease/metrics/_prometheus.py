@@ -28,6 +28,8 @@ class PrometheusMetrics(Observer):
     ``redlease_leases_lost_total``      counter
     ``redlease_errors_total``           counter    ``operation``: ``acquire``, ``release``,
                                                    ``extend``
+    ``redlease_cache_lookups_total``    counter    ``outcome`` (label ``name`` only): ``hit``,
+                                                   ``stale``, ``miss``, ``wait``, ``fallback``
     ==================================  =========  ==========================================
     """
 
@@ -85,6 +87,11 @@ class PrometheusMetrics(Observer):
             **common,
         )  # fmt: skip
 
+        self.cache_lookups = prometheus_client.Counter(
+            "cache_lookups", "Calls of redlease.cached functions, by outcome",
+            ("name", "outcome"), **common,
+        )  # fmt: skip
+
     def acquired(self, primitive: str, name: str, waited: float) -> None:
         self.wait.labels(primitive, self._names(name), "acquired").observe(waited)
 
@@ -108,3 +115,6 @@ class PrometheusMetrics(Observer):
 
     def error(self, primitive: str, name: str, operation: str, error: BaseException) -> None:
         self.errors.labels(primitive, self._names(name), operation).inc()
+
+    def cache_lookup(self, name: str, outcome: str) -> None:
+        self.cache_lookups.labels(self._names(name), outcome).inc()

@@ -1,0 +1,166 @@
+"""redlease.cached: key names, argument checks and reply decoding of the single-flight cache.
+
+One cached value per function and arguments. Keys, for prefix ``redlease`` and the cache name
+``cache:app.report:3f2a...`` (the function's qualified name and a hash of its arguments)::
+
+    redlease:{cache:app.report:3f2a...}:cached   HASH    value, fence, fresh (server ms)
+    redlease:{cache:app.report:3f2a...}:lock     ...     the rebuild lock (a redlease Lock of
+    redlease:{cache:app.report:3f2a...}:fence    ...     the same name: its keys, _core/lock.py)
+
+One hash tag per cached value, so its scripts and its rebuild lock touch one Cluster slot.
+
+A miss takes the rebuild lock: the first caller computes and writes the value with the lock's
+fence (``lua/cache_write.lua`` refuses a fence older than the lock's counter or the stored
+value's); the others queue on the lock (FIFO, woken by pub/sub) and find the value when their
+turn comes, or, after ``lock_ttl``, compute it themselves without storing it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from . import validate
+from .keys import tagged
+from .lock import LockKeys
+from .scripts import Script, load
+
+__all__ = [
+    "FRESH",
+    "INVALIDATE",
+    "MISSING",
+    "READ",
+    "SCRIPTS",
+    "STALE",
+    "WRITE",
+    "CacheKeys",
+    "Lookup",
+    "Options",
+    "Serializer",
+    "cache_name",
+    "decode_read",
+    "decode_write",
+    "dumps",
+    "options",
+]
+
+MISSING, FRESH, STALE = 0, 1, 2
+"""The states of a cached value, as cache_read.lua returns them."""
+
+
+class Serializer(Protocol):
+    """What ``serializer=`` must offer: the ``json`` and ``pickle`` modules both do."""
+
+    def dumps(self, obj: Any, /) -> str | bytes: ...
+
+    def loads(self, data: bytes, /) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Options:
+    """The checked arguments of ``cached()``."""
+
+    ttl_ms: int
+    stale_ms: int
+    lock_ttl: float
+    prefix: str
+
+
+def options(ttl: Any, stale: Any, lock_ttl: Any, prefix: Any, serializer: Any) -> Options:
+    """Check ``cached()``'s arguments, naming the one at fault."""
+    ttl_ms = validate.ttl_ms(ttl, "ttl")
+    stale_ms = 0 if stale == 0 and not isinstance(stale, bool) else validate.ttl_ms(stale, "stale")
+    lock_ms = validate.lease_ms(lock_ttl, "lock_ttl")
+    methods = (getattr(serializer, "dumps", None), getattr(serializer, "loads", None))
+    if not all(callable(method) for method in methods):
+        raise TypeError(
+            f"serializer must have dumps() and loads() (like json or pickle), got {serializer!r}"
+        )
+    return Options(ttl_ms, stale_ms, lock_ms / 1000, validate.prefix(prefix))
+
+
+@dataclass(frozen=True)
+class CacheKeys:
+    """The keys one cached value's scripts touch: its data and its rebuild lock's fence."""
+
+    data: bytes
+    fence: bytes
+
+    @classmethod
+    def build(cls, prefix: str, name: bytes) -> CacheKeys:
+        """Keys for the cache name ``name`` (validated) under ``prefix`` (validated)."""
+        (data,) = tagged(prefix, name, "cached")
+        return cls(data=data, fence=LockKeys.build(prefix, name).fence)
+
+    @property
+    def all(self) -> list[bytes]:
+        """KEYS of cache_write.lua and cache_invalidate.lua, in order."""
+        return [self.data, self.fence]
+
+
+def cache_name(
+    label: str, key: str | Callable[..., Any] | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> bytes:
+    """The cache name of one call: ``cache:<label>:<hash of the arguments>``, or
+    ``cache:<key(*args, **kwargs)>`` when ``key`` is a function."""
+    if callable(key):
+        made = key(*args, **kwargs)
+        if not isinstance(made, str) or not made:
+            raise TypeError(f"key() must return a non-empty str, got {made!r}")
+        return b"cache:" + made.encode()
+    try:
+        canonical = json.dumps(
+            [args, kwargs], sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"the arguments of {label} must be JSON-serializable to make its cache key "
+            f"({exc}); or pass key=lambda *args, **kwargs: '<a str>'"
+        ) from None
+    digest = hashlib.sha256(canonical.encode()).hexdigest()[:32]
+    return f"cache:{label}:{digest}".encode()
+
+
+def dumps(serializer: Serializer, value: Any) -> bytes:
+    """``serializer.dumps(value)`` as bytes (str is encoded as UTF-8)."""
+    data = serializer.dumps(value)
+    return data.encode() if isinstance(data, str) else bytes(data)
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """cache_read.lua's reply: ``state`` (MISSING, FRESH, STALE) and the serialized value."""
+
+    state: int
+    data: bytes | None = None
+
+
+def decode_read(raw: Any) -> Lookup:
+    """``{state[, value]}`` -> :class:`Lookup`."""
+    try:
+        state = int(raw[0])
+        data = raw[1] if state != MISSING else None
+    except (TypeError, ValueError, IndexError) as exc:
+        raise ValueError(f"unexpected reply from cache_read.lua: {raw!r}") from exc
+    if state not in (MISSING, FRESH, STALE):
+        raise ValueError(f"unexpected reply from cache_read.lua: {raw!r}")
+    if isinstance(data, str):
+        data = data.encode()
+    return Lookup(state, data)
+
+
+def decode_write(raw: Any) -> bool:
+    """``{stored, fence}`` -> whether the value was stored."""
+    try:
+        return int(raw[0]) == 1
+    except (TypeError, ValueError, IndexError) as exc:
+        raise ValueError(f"unexpected reply from cache_write.lua: {raw!r}") from exc
+
+
+READ = load("cache_read")
+WRITE = load("cache_write")
+INVALIDATE = load("cache_invalidate")
+SCRIPTS: tuple[Script, ...] = (READ, WRITE, INVALIDATE)
