@@ -65,11 +65,11 @@ class AsyncCached(Generic[_P, _R]):
 
     async def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         name = self.key_for(*args, **kwargs)
-        keys = core.CacheKeys.build(self._settings.prefix, name)
-        found = await self._read(keys)
+        found = await self._read(core.data_key(self._settings.prefix, name))
         if found.state == core.FRESH:
             _observe.cache_lookup(self._label, "hit")
             return self._loads(found.data)
+        keys = core.CacheKeys.build(self._settings.prefix, name)
         if found.state == core.STALE:
             _observe.cache_lookup(self._label, "stale")
             self._refresh_later(name, keys, args, kwargs)
@@ -93,7 +93,7 @@ class AsyncCached(Generic[_P, _R]):
             result: _R = await self._func(*args, **kwargs)
             return result
         try:
-            found = await self._read(keys)
+            found = await self._read(keys.data)
             if found.state == core.FRESH:  # filled while we waited
                 _observe.cache_lookup(self._label, "wait")
                 return self._loads(found.data)
@@ -127,7 +127,7 @@ class AsyncCached(Generic[_P, _R]):
                 if not await lock.acquire(blocking=False):
                     return  # another caller (here or in another process) refreshes it
                 try:
-                    if (await self._read(keys)).state != core.FRESH:
+                    if (await self._read(keys.data)).state != core.FRESH:
                         await self._compute(lock, keys, args, kwargs)
                 finally:
                     await self._release(lock)
@@ -164,8 +164,8 @@ class AsyncCached(Generic[_P, _R]):
         with contextlib.suppress(LockLost):
             await lock.release()
 
-    async def _read(self, keys: core.CacheKeys) -> core.Lookup:
-        return core.decode_read(await self._run(core.READ, [keys.data], [], "read"))
+    async def _read(self, key: bytes) -> core.Lookup:
+        return core.decode_read(await self._run(core.READ, [key], [], "read"))
 
     async def _run(self, script: Any, keys: list[bytes], args: list[Any], action: str) -> Any:
         try:

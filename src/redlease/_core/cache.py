@@ -41,6 +41,7 @@ __all__ = [
     "Options",
     "Serializer",
     "cache_name",
+    "data_key",
     "decode_read",
     "decode_write",
     "dumps",
@@ -92,13 +93,18 @@ class CacheKeys:
     @classmethod
     def build(cls, prefix: str, name: bytes) -> CacheKeys:
         """Keys for the cache name ``name`` (validated) under ``prefix`` (validated)."""
-        (data,) = tagged(prefix, name, "cached")
-        return cls(data=data, fence=LockKeys.build(prefix, name).fence)
+        return cls(data=data_key(prefix, name), fence=LockKeys.build(prefix, name).fence)
 
     @property
     def all(self) -> list[bytes]:
         """KEYS of cache_write.lua and cache_invalidate.lua, in order."""
         return [self.data, self.fence]
+
+
+def data_key(prefix: str, name: bytes) -> bytes:
+    """The key of the cached value alone: all a hit reads."""
+    (data,) = tagged(prefix, name, "cached")
+    return data
 
 
 def cache_name(

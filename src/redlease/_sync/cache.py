@@ -66,11 +66,11 @@ class Cached(Generic[_P, _R]):
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         name = self.key_for(*args, **kwargs)
-        keys = core.CacheKeys.build(self._settings.prefix, name)
-        found = self._read(keys)
+        found = self._read(core.data_key(self._settings.prefix, name))
         if found.state == core.FRESH:
             _observe.cache_lookup(self._label, "hit")
             return self._loads(found.data)
+        keys = core.CacheKeys.build(self._settings.prefix, name)
         if found.state == core.STALE:
             _observe.cache_lookup(self._label, "stale")
             self._refresh_later(name, keys, args, kwargs)
@@ -94,7 +94,7 @@ class Cached(Generic[_P, _R]):
             result: _R = self._func(*args, **kwargs)
             return result
         try:
-            found = self._read(keys)
+            found = self._read(keys.data)
             if found.state == core.FRESH:  # filled while we waited
                 _observe.cache_lookup(self._label, "wait")
                 return self._loads(found.data)
@@ -128,7 +128,7 @@ class Cached(Generic[_P, _R]):
                 if not lock.acquire(blocking=False):
                     return  # another caller (here or in another process) refreshes it
                 try:
-                    if (self._read(keys)).state != core.FRESH:
+                    if (self._read(keys.data)).state != core.FRESH:
                         self._compute(lock, keys, args, kwargs)
                 finally:
                     self._release(lock)
@@ -165,8 +165,8 @@ class Cached(Generic[_P, _R]):
         with contextlib.suppress(LockLost):
             lock.release()
 
-    def _read(self, keys: core.CacheKeys) -> core.Lookup:
-        return core.decode_read(self._run(core.READ, [keys.data], [], "read"))
+    def _read(self, key: bytes) -> core.Lookup:
+        return core.decode_read(self._run(core.READ, [key], [], "read"))
 
     def _run(self, script: Any, keys: list[bytes], args: list[Any], action: str) -> Any:
         try:
