@@ -13,8 +13,8 @@
 ``redis.asyncio``) take redis-py's arguments and raise its errors: each error is also the
 matching redlease error (see the table in ``docs/moving-from-redis-py.md``). What is safer
 than redis-py stays safer: ``timeout=None`` is a lease renewed while held (a dead holder frees
-it), waiters are served in FIFO order and woken by pub/sub (``sleep`` is ignored), the lock
-belongs to the thread (task) that took it, and ``fence`` is there for those who want it.
+it), waiters are served in FIFO order and woken by pub/sub (``sleep`` is ignored), a sync
+lock belongs to the thread that took it, and ``fence`` is there for those who want it.
 
 :func:`django_lock` gives the same lock from a django-redis cache (the ``django`` extra).
 This module is not ``redlease._compat`` (redlease's own bridge across redis-py versions).
@@ -79,9 +79,8 @@ class AsyncLock(AsyncRedisPyLock):
     """redis-py's ``redis.asyncio.lock.Lock`` on a redlease :class:`redlease.asyncio.Lock`.
 
     ``r.lock(name, ..., lock_class=redlease.compat.AsyncLock)`` with a ``redis.asyncio``
-    client; the same methods as :class:`Lock`, as coroutines, and ``async with``. The lock
-    belongs to the task that acquired it (redis-py's belongs to the thread: every task of a
-    loop could release it).
+    client; the same methods as :class:`Lock`, as coroutines, and ``async with``. Who may
+    release it is :class:`redlease.asyncio.Lock`'s rule.
     """
 
     async def acquire(

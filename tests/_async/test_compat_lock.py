@@ -236,9 +236,9 @@ async def test_release_after_the_lock_was_lost_is_lock_not_owned(
     assert isinstance(caught.value, redlease.LockLost)
 
 
-async def test_only_the_acquiring_thread_or_task_may_release(
-    async_client: redis.asyncio.Redis,
-) -> None:
+async def test_only_the_acquiring_thread_may_release(async_client: redis.asyncio.Redis) -> None:
+    if AsyncTasks.ASYNC:
+        pytest.skip("asyncio: who may release is redlease.asyncio.Lock's rule (docs/safety.md)")
     lock = AsyncLock(async_client, "owner", thread_local=False)
     assert await lock.acquire()
     with pytest.raises(redis.exceptions.LockError):
@@ -247,13 +247,13 @@ async def test_only_the_acquiring_thread_or_task_may_release(
     await lock.release()
 
 
-async def test_twin_redis_py_asyncio_lock_is_released_by_another_task(
+async def test_twin_redis_py_thread_local_false_lets_another_thread_release(
     async_client: redis.asyncio.Redis,
 ) -> None:
-    """redis-py's asyncio lock keeps its token per thread: any task of the loop releases it."""
-    if not AsyncTasks.ASYNC:
-        pytest.skip("a thread-local token does protect threads from each other")
-    lock = redis.asyncio.lock.Lock(async_client, "any-task")
+    """redis-py's lock with ``thread_local=False``: a thread that never took it releases it."""
+    if AsyncTasks.ASYNC:
+        pytest.skip("the threads' twin of the test above")
+    lock = redis.asyncio.lock.Lock(async_client, "any-thread", thread_local=False)
     assert await lock.acquire()
     await AsyncTasks.run(lock.release)
     assert not await lock.locked()

@@ -237,9 +237,9 @@ def test_release_after_the_lock_was_lost_is_lock_not_owned(
     assert isinstance(caught.value, redlease.LockLost)
 
 
-def test_only_the_acquiring_thread_or_task_may_release(
-    client: redis.Redis,
-) -> None:
+def test_only_the_acquiring_thread_may_release(client: redis.Redis) -> None:
+    if Tasks.ASYNC:
+        pytest.skip("asyncio: who may release is redlease.Lock's rule (docs/safety.md)")
     lock = Lock(client, "owner", thread_local=False)
     assert lock.acquire()
     with pytest.raises(redis.exceptions.LockError):
@@ -248,13 +248,13 @@ def test_only_the_acquiring_thread_or_task_may_release(
     lock.release()
 
 
-def test_twin_redis_py_asyncio_lock_is_released_by_another_task(
+def test_twin_redis_py_thread_local_false_lets_another_thread_release(
     client: redis.Redis,
 ) -> None:
-    """redis-py's asyncio lock keeps its token per thread: any task of the loop releases it."""
-    if not Tasks.ASYNC:
-        pytest.skip("a thread-local token does protect threads from each other")
-    lock = redis.lock.Lock(client, "any-task")
+    """redis-py's lock with ``thread_local=False``: a thread that never took it releases it."""
+    if Tasks.ASYNC:
+        pytest.skip("the threads' twin of the test above")
+    lock = redis.lock.Lock(client, "any-thread", thread_local=False)
     assert lock.acquire()
     Tasks.run(lock.release)
     assert not lock.locked()

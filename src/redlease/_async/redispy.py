@@ -51,8 +51,8 @@ class AsyncRedisPyLock:
         :param blocking: the default of ``acquire(blocking=)``.
         :param blocking_timeout: the default of ``acquire(blocking_timeout=)``: seconds to
             wait, ``None`` forever.
-        :param thread_local: accepted; the lock always belongs to the thread (task) that
-            acquired it: only that one may release or extend it.
+        :param thread_local: accepted and ignored: who may release or extend the lock is the
+            redlease lock's rule (sync: the thread that acquired it).
         :param raise_on_release_error: ``False``: leaving ``with`` logs a warning, instead of
             raising, when the lock was no longer held.
         :param lease: redlease: the renewed lease of a ``timeout=None`` lock, in seconds.
