@@ -9,11 +9,29 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 
 from ._core import cache as core
 from ._sync.cache import Cached
+
+if TYPE_CHECKING:  # (only for type checkers: see the module's doc)
+    from ._async.cache import AsyncCached
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+class Decorator(Protocol):
+    """What ``cached(...)`` returns: it decorates a plain or an ``async def`` function."""
+
+    @overload
+    def __call__(  # type: ignore[overload-overlap]
+        self, func: Callable[_P, Coroutine[Any, Any, _R]]
+    ) -> AsyncCached[_P, _R]: ...
+
+    @overload
+    def __call__(self, func: Callable[_P, _R]) -> Cached[_P, _R]: ...
 
 __all__ = ["cached"]
 
@@ -27,7 +45,7 @@ def cached(
     key: str | Callable[..., str] | None = None,
     serializer: Any = json,
     prefix: str = "redlease",
-) -> Callable[[Callable[..., Any]], Any]:
+) -> Decorator:
     """Cache a function's results in Redis, computed once per key across all processes.
 
     ::
@@ -62,6 +80,9 @@ def cached(
     :param serializer: ``dumps`` / ``loads`` of the values: JSON by default; pass ``pickle``
         only if every process that writes to this Redis is trusted.
     :param prefix: the key prefix (no white space or braces).
+
+    Each value lives ``ttl + stale`` seconds; its rebuild lock's fencing counter stays (a few
+    bytes per distinct key, no expiry, like every lock name's: ``docs/safety.md``).
 
     The decorated function has ``invalidate(*args, **kwargs)`` (drop that value; a rebuild
     already running cannot store its result) and ``key_for(*args, **kwargs)``. Calls are

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import redis.asyncio
+import redis.exceptions
 
 import redlease.asyncio as redlease
 from redlease.metrics import Observer, use
@@ -303,6 +304,25 @@ async def test_on_a_cluster(cluster: RedisClusterServers) -> None:
         assert await report.invalidate("mon") is True
         assert await report("mon") == "MON"
         assert calls == ["mon", "tue", "wed", "mon"]
+    finally:
+        await redlease.close(conn)
+        await conn.aclose()
+
+
+async def test_an_outage_raises_unavailable_with_the_cause(make_server: Any) -> None:
+    srv = make_server()
+    conn = redis.asyncio.Redis(host=srv.host, port=srv.port, socket_timeout=1.0)
+    try:
+
+        @redlease.cached(conn, ttl=30)
+        async def report() -> int:
+            return 1
+
+        assert await report() == 1
+        srv.stop()
+        with pytest.raises(redlease.Unavailable) as caught:
+            await report()
+        assert isinstance(caught.value.__cause__, redis.exceptions.RedisError)
     finally:
         await redlease.close(conn)
         await conn.aclose()

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import redis
+import redis.exceptions
 
 import redlease as redlease
 from redlease.metrics import Observer, use
@@ -304,6 +305,25 @@ def test_on_a_cluster(cluster: RedisClusterServers) -> None:
         assert report.invalidate("mon") is True
         assert report("mon") == "MON"
         assert calls == ["mon", "tue", "wed", "mon"]
+    finally:
+        redlease.close(conn)
+        conn.close()
+
+
+def test_an_outage_raises_unavailable_with_the_cause(make_server: Any) -> None:
+    srv = make_server()
+    conn = redis.Redis(host=srv.host, port=srv.port, socket_timeout=1.0)
+    try:
+
+        @redlease.cached(conn, ttl=30)
+        def report() -> int:
+            return 1
+
+        assert report() == 1
+        srv.stop()
+        with pytest.raises(redlease.Unavailable) as caught:
+            report()
+        assert isinstance(caught.value.__cause__, redis.exceptions.RedisError)
     finally:
         redlease.close(conn)
         conn.close()
