@@ -33,6 +33,7 @@ class Decorator(Protocol):
     @overload
     def __call__(self, func: Callable[_P, _R]) -> Cached[_P, _R]: ...
 
+
 __all__ = ["cached"]
 
 
