@@ -35,6 +35,8 @@ def test_keys_share_the_rebuild_locks_hash_tag() -> None:
     keys = cache.CacheKeys.build("redlease", b"cache:f:1")
     assert keys.data == b"redlease:{cache:f:1}:cached"
     assert keys.fence == b"redlease:{cache:f:1}:fence"
+    namer = cache.Namer("f", None, "p")
+    assert namer.data_key(b"cache:f:1") == cache.CacheKeys.build("p", b"cache:f:1").data
 
 
 def test_options_name_the_argument_at_fault() -> None:

@@ -51,9 +51,9 @@ class AsyncCached(Generic[_P, _R]):
         self._client = client
         self._func = func
         self._settings = settings
-        self._key = key
         self._serializer = serializer
         self._label = key if isinstance(key, str) else f"{func.__module__}.{func.__qualname__}"
+        self._namer = core.Namer(self._label, key, settings.prefix)
         self._refreshing: dict[bytes, AsyncBackground] = {}
 
     def __repr__(self) -> str:
@@ -61,11 +61,11 @@ class AsyncCached(Generic[_P, _R]):
 
     def key_for(self, *args: _P.args, **kwargs: _P.kwargs) -> bytes:
         """The cache name of a call with these arguments (its keys carry it as hash tag)."""
-        return core.cache_name(self._label, self._key, args, kwargs)
+        return self._namer.name(args, kwargs)
 
     async def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         name = self.key_for(*args, **kwargs)
-        found = await self._read(core.data_key(self._settings.prefix, name))
+        found = await self._read(self._namer.data_key(name))
         if found.state == core.FRESH:
             _observe.cache_lookup(self._label, "hit")
             return self._loads(found.data)

@@ -38,6 +38,7 @@ __all__ = [
     "WRITE",
     "CacheKeys",
     "Lookup",
+    "Namer",
     "Options",
     "Serializer",
     "cache_name",
@@ -107,27 +108,47 @@ def data_key(prefix: str, name: bytes) -> bytes:
     return data
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""One encoder for every key: ``json.dumps`` with options builds a new one per call."""
+
+
+class Namer:
+    """Names the values of one cached function: computed on every call, so kept cheap."""
+
+    def __init__(self, label: str, key: str | Callable[..., Any] | None, prefix: str) -> None:
+        self.label = label
+        self._key = key
+        self._start = f"cache:{label}:".encode()
+        self._data_start = prefix.encode() + b":{"
+
+    def name(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
+        """The cache name of one call: ``cache:<label>:<hash of the arguments>``, or
+        ``cache:<key(*args, **kwargs)>`` when ``key`` is a function."""
+        key = self._key
+        if key is not None and not isinstance(key, str):
+            made = key(*args, **kwargs)
+            if not isinstance(made, str) or not made:
+                raise TypeError(f"key() must return a non-empty str, got {made!r}")
+            return b"cache:" + made.encode()
+        try:
+            canonical = _CANONICAL.encode([args, kwargs])
+        except (TypeError, ValueError) as exc:
+            raise TypeError(
+                f"the arguments of {self.label} must be JSON-serializable to make its cache "
+                f"key ({exc}); or pass key=lambda *args, **kwargs: '<a str>'"
+            ) from None
+        return self._start + hashlib.sha256(canonical.encode()).hexdigest()[:32].encode()
+
+    def data_key(self, name: bytes) -> bytes:
+        """:func:`data_key` of ``name``, with the prefix encoded once."""
+        return self._data_start + name + b"}:cached"
+
+
 def cache_name(
     label: str, key: str | Callable[..., Any] | None, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> bytes:
-    """The cache name of one call: ``cache:<label>:<hash of the arguments>``, or
-    ``cache:<key(*args, **kwargs)>`` when ``key`` is a function."""
-    if callable(key):
-        made = key(*args, **kwargs)
-        if not isinstance(made, str) or not made:
-            raise TypeError(f"key() must return a non-empty str, got {made!r}")
-        return b"cache:" + made.encode()
-    try:
-        canonical = json.dumps(
-            [args, kwargs], sort_keys=True, separators=(",", ":"), ensure_ascii=False
-        )
-    except (TypeError, ValueError) as exc:
-        raise TypeError(
-            f"the arguments of {label} must be JSON-serializable to make its cache key "
-            f"({exc}); or pass key=lambda *args, **kwargs: '<a str>'"
-        ) from None
-    digest = hashlib.sha256(canonical.encode()).hexdigest()[:32]
-    return f"cache:{label}:{digest}".encode()
+    """:meth:`Namer.name` of one call (for callers that name one value)."""
+    return Namer(label, key, "redlease").name(args, kwargs)
 
 
 def dumps(serializer: Serializer, value: Any) -> bytes:

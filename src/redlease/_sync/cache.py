@@ -52,9 +52,9 @@ class Cached(Generic[_P, _R]):
         self._client = client
         self._func = func
         self._settings = settings
-        self._key = key
         self._serializer = serializer
         self._label = key if isinstance(key, str) else f"{func.__module__}.{func.__qualname__}"
+        self._namer = core.Namer(self._label, key, settings.prefix)
         self._refreshing: dict[bytes, Background] = {}
 
     def __repr__(self) -> str:
@@ -62,11 +62,11 @@ class Cached(Generic[_P, _R]):
 
     def key_for(self, *args: _P.args, **kwargs: _P.kwargs) -> bytes:
         """The cache name of a call with these arguments (its keys carry it as hash tag)."""
-        return core.cache_name(self._label, self._key, args, kwargs)
+        return self._namer.name(args, kwargs)
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         name = self.key_for(*args, **kwargs)
-        found = self._read(core.data_key(self._settings.prefix, name))
+        found = self._read(self._namer.data_key(name))
         if found.state == core.FRESH:
             _observe.cache_lookup(self._label, "hit")
             return self._loads(found.data)
