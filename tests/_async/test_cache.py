@@ -200,6 +200,32 @@ async def test_stale_values_are_served_at_once_while_one_refresh_runs(
     assert lookups.outcomes["stale"] >= 6
 
 
+async def test_a_refresh_that_found_the_lock_taken_does_not_block_later_ones(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    calls: list[int] = []
+
+    @redlease.cached(async_client, ttl=0.2, stale=30)
+    async def version() -> int:
+        calls.append(1)
+        return len(calls)
+
+    assert await version() == 1
+    await AsyncTasks.sleep(0.3)
+    rebuild = redlease.Lock(async_client, version.key_for(), ttl=10)
+    assert await rebuild.acquire()  # someone else is refreshing it
+    for _ in range(5):  # each stale call tries a refresh; each finds the lock taken
+        assert await version() == 1
+        await AsyncTasks.sleep(0.05)
+    await rebuild.release()
+    assert await wait_until(lambda: _refreshed(version), limit=10.0)
+    assert len(calls) == 2
+
+
+async def _refreshed(func: Any) -> bool:
+    return bool(await func() == 2)
+
+
 async def _equals(func: Any, value: Any) -> bool:
     return bool(await func() == value)
 

@@ -201,6 +201,32 @@ def test_stale_values_are_served_at_once_while_one_refresh_runs(
     assert lookups.outcomes["stale"] >= 6
 
 
+def test_a_refresh_that_found_the_lock_taken_does_not_block_later_ones(
+    client: redis.Redis,
+) -> None:
+    calls: list[int] = []
+
+    @redlease.cached(client, ttl=0.2, stale=30)
+    def version() -> int:
+        calls.append(1)
+        return len(calls)
+
+    assert version() == 1
+    Tasks.sleep(0.3)
+    rebuild = redlease.Lock(client, version.key_for(), ttl=10)
+    assert rebuild.acquire()  # someone else is refreshing it
+    for _ in range(5):  # each stale call tries a refresh; each finds the lock taken
+        assert version() == 1
+        Tasks.sleep(0.05)
+    rebuild.release()
+    assert wait_until(lambda: _refreshed(version), limit=10.0)
+    assert len(calls) == 2
+
+
+def _refreshed(func: Any) -> bool:
+    return bool(func() == 2)
+
+
 def _equals(func: Any, value: Any) -> bool:
     return bool(func() == value)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any, Generic, ParamSpec, TypeVar
 
@@ -55,7 +56,8 @@ class Cached(Generic[_P, _R]):
         self._serializer = serializer
         self._label = key if isinstance(key, str) else f"{func.__module__}.{func.__qualname__}"
         self._namer = core.Namer(self._label, key, settings.prefix)
-        self._refreshing: dict[bytes, Background] = {}
+        self._refreshing: dict[bytes, Background | None] = {}
+        self._guard = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<cached {self._label} ttl={self._settings.ttl_ms / 1000}>"
@@ -119,8 +121,10 @@ class Cached(Generic[_P, _R]):
     def _refresh_later(
         self, name: bytes, keys: core.CacheKeys, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> None:
-        if name in self._refreshing:
-            return
+        with self._guard:  # one refresh per value in this process (the lock: across them)
+            if name in self._refreshing:
+                return
+            self._refreshing[name] = None
 
         def refresh() -> None:
             try:
@@ -144,9 +148,13 @@ class Cached(Generic[_P, _R]):
                     error=f"{type(exc).__name__}: {exc}",
                 )
             finally:
-                self._refreshing.pop(name, None)
+                with self._guard:
+                    self._refreshing.pop(name, None)
 
-        self._refreshing[name] = Background(refresh, "redlease-cache-refresh")
+        job = Background(refresh, "redlease-cache-refresh")
+        with self._guard:  # kept referenced while it runs, unless it is already over
+            if name in self._refreshing:
+                self._refreshing[name] = job
 
     # -- plumbing ---------------------------------------------------------------------------
     def _lock(self, name: bytes) -> Lock:
