@@ -12,12 +12,15 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import prometheus_client
 import pytest
 import redis.asyncio
 import redis.exceptions
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 import redlease.asyncio as redlease
-from redlease.metrics import Observer, use
+from redlease.metrics import Observer, OpenTelemetryMetrics, PrometheusMetrics, use
 from redlease.topology import RedisClusterServers
 from tests._async.helpers import wait_until
 from tests.support import AsyncTasks
@@ -352,3 +355,39 @@ async def test_an_outage_raises_unavailable_with_the_cause(make_server: Any) -> 
     finally:
         await redlease.close(conn)
         await conn.aclose()
+
+
+async def test_lookups_are_counted_by_prometheus_and_opentelemetry(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    registry = prometheus_client.CollectorRegistry()
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+
+    @redlease.cached(async_client, ttl=30, key="m:cached")
+    async def value() -> int:
+        return 1
+
+    for observer in (PrometheusMetrics(registry), OpenTelemetryMetrics(provider)):
+        previous = use(observer)
+        try:
+            await value.invalidate()
+            assert await value() == 1
+            assert await value() == 1
+        finally:
+            use(previous)
+    for outcome in ("miss", "hit"):
+        labels = {"name": "m:cached", "outcome": outcome}
+        assert registry.get_sample_value("redlease_cache_lookups_total", labels) == 1
+    data = reader.get_metrics_data()
+    assert data is not None
+    counted = {
+        point.attributes["outcome"]: point.value
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == "redlease.cache.lookups"
+        for point in metric.data.data_points
+    }
+    assert counted == {"miss": 1, "hit": 1}
+    provider.shutdown()

@@ -13,12 +13,15 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import prometheus_client
 import pytest
 import redis
 import redis.exceptions
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 import redlease as redlease
-from redlease.metrics import Observer, use
+from redlease.metrics import Observer, OpenTelemetryMetrics, PrometheusMetrics, use
 from redlease.topology import RedisClusterServers
 from tests._sync.helpers import wait_until
 from tests.support import Tasks
@@ -353,3 +356,39 @@ def test_an_outage_raises_unavailable_with_the_cause(make_server: Any) -> None:
     finally:
         redlease.close(conn)
         conn.close()
+
+
+def test_lookups_are_counted_by_prometheus_and_opentelemetry(
+    client: redis.Redis,
+) -> None:
+    registry = prometheus_client.CollectorRegistry()
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+
+    @redlease.cached(client, ttl=30, key="m:cached")
+    def value() -> int:
+        return 1
+
+    for observer in (PrometheusMetrics(registry), OpenTelemetryMetrics(provider)):
+        previous = use(observer)
+        try:
+            value.invalidate()
+            assert value() == 1
+            assert value() == 1
+        finally:
+            use(previous)
+    for outcome in ("miss", "hit"):
+        labels = {"name": "m:cached", "outcome": outcome}
+        assert registry.get_sample_value("redlease_cache_lookups_total", labels) == 1
+    data = reader.get_metrics_data()
+    assert data is not None
+    counted = {
+        point.attributes["outcome"]: point.value
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == "redlease.cache.lookups"
+        for point in metric.data.data_points
+    }
+    assert counted == {"miss": 1, "hit": 1}
+    provider.shutdown()
