@@ -82,8 +82,8 @@ def cached(
         only if every process that writes to this Redis is trusted.
     :param prefix: the key prefix (no white space or braces).
 
-    Each value lives ``ttl + stale`` seconds; its rebuild lock's fencing counter stays (a few
-    bytes per distinct key, no expiry, like every lock name's: ``docs/safety.md``).
+    Each value lives ``ttl + stale`` seconds, its rebuild lock's keys a little longer
+    (``docs/safety.md``): nothing is kept in Redis for good.
 
     The decorated function has ``invalidate(*args, **kwargs)`` (drop that value; a rebuild
     already running cannot store its result) and ``key_for(*args, **kwargs)``. Calls are

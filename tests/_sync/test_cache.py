@@ -21,6 +21,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 import redlease as redlease
+from redlease._core import cache
 from redlease.metrics import Observer, OpenTelemetryMetrics, PrometheusMetrics, use
 from redlease.topology import RedisClusterServers
 from tests._sync.helpers import wait_until
@@ -315,6 +316,47 @@ def test_invalidate_stops_a_running_rebuild_from_storing(
 
     assert Tasks.gather(slow, invalidate) == ["computed before the invalidation", False]
     assert client.exists(b"redlease:{" + slow.key_for() + b"}:cached") == 0
+
+
+def test_the_rebuild_counter_expires_and_restarts_above_every_older_fence(
+    client: redis.Redis,
+) -> None:
+    """No key is kept forever per cached value, and a rebuild paused across the counter's
+    expiry is still refused: the counter starts again at the server's time in µs."""
+
+    @redlease.cached(client, ttl=0.2, lock_ttl=0.05)
+    def value() -> str:
+        return "new"
+
+    keys = cache.CacheKeys.build("redlease", value.key_for())
+    assert value() == "new"
+    before = int(client.hget(keys.data, "fence"))
+    assert 0 < client.pttl(keys.fence) <= 1300  # ttl + 2 lock_ttl + 1 s
+    assert wait_until(lambda: _gone(client, keys.fence), limit=10.0)
+    assert value() == "new"
+    assert int(client.hget(keys.data, "fence")) > before
+    assert _late_write(client, keys, before) == 0  # refused
+
+
+def test_twin_a_counter_restarted_by_incr_lets_a_paused_rebuild_overwrite(
+    client: redis.Redis,
+) -> None:
+    """Without arming, an expired counter restarts at 1 (the lock's INCR): the newer rebuild
+    writes with fence 1, and a rebuild paused since the old counter overwrites it."""
+    keys = cache.CacheKeys.build("redlease", b"cache:twin")
+    old = 1_764_000_000_000_000  # a fence from the old counter
+    assert client.incr(keys.fence) == 1  # the new holder's fence
+    assert _late_write(client, keys, 1) == 1
+    assert _late_write(client, keys, old) == 1  # the late write is accepted
+
+
+def _gone(client: Any, key: bytes) -> bool:
+    return bool(client.exists(key) == 0)
+
+
+def _late_write(client: Any, keys: cache.CacheKeys, fence: int) -> int:
+    reply = client.eval(cache.WRITE.source, 2, *keys.all, fence, b'"x"', 10_000, 0, 10_000)
+    return int(reply[0])
 
 
 # -- a cluster ------------------------------------------------------------------------------

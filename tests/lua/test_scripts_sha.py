@@ -34,9 +34,10 @@ def all_scripts() -> dict[str, Script]:
 SCRIPTS = all_scripts()
 PINNED = {
     "acquire": "e1d72e81844564390994a53685f0ecaed6bb4ae4",
+    "cache_arm": "401d7fafa88742237b9f52d5effd52dd90bb6a84",
     "cache_invalidate": "5adbebff6c3d181acf561e24449551248d0a1769",
     "cache_read": "1f0f0732826380c6b9cff158a4abf3d2ac158b26",
-    "cache_write": "640ec82c642ffb49c2dfaea1e3cfba4727573fe7",
+    "cache_write": "ecf70025f47d8568aed53821af4ef6f0205072d4",
     "claim": "0c888ddb066b906c7a0862c06acca106efa62ac0",
     "election_watch": "4a5bcc39e8bd1981d69cfd8bc3a7483217d9d8a8",
     "extend": "dbe2b8da203a13ef7a56cc3d32d11fb1f221f7ad",

@@ -5,7 +5,9 @@ One cached value per function and arguments. Keys, for prefix ``redlease`` and t
 
     redlease:{cache:app.report:3f2a...}:cached   HASH    value, fence, fresh (server ms)
     redlease:{cache:app.report:3f2a...}:lock     ...     the rebuild lock (a redlease Lock of
-    redlease:{cache:app.report:3f2a...}:fence    ...     the same name: its keys, _core/lock.py)
+    redlease:{cache:app.report:3f2a...}:fence    ...     the same name: its keys, _core/lock.py;
+                                                         the fence counter expires here, see
+                                                         lua/cache_arm.lua)
 
 One hash tag per cached value, so its scripts and its rebuild lock touch one Cluster slot.
 
@@ -29,6 +31,7 @@ from .lock import LockKeys
 from .scripts import Script, load
 
 __all__ = [
+    "ARM",
     "FRESH",
     "INVALIDATE",
     "MISSING",
@@ -69,6 +72,13 @@ class Options:
     stale_ms: int
     lock_ttl: float
     prefix: str
+
+    @property
+    def keep_ms(self) -> int:
+        """How long the rebuild lock's fencing counter lives after it was last armed or
+        written: past a wait and a rebuild (``lock_ttl`` each), past the value's whole life
+        (``ttl + stale``), plus a second: see ``lua/cache_arm.lua``."""
+        return self.ttl_ms + self.stale_ms + 2 * round(self.lock_ttl * 1000) + 1000
 
 
 def options(ttl: Any, stale: Any, lock_ttl: Any, prefix: Any, serializer: Any) -> Options:
@@ -188,6 +198,7 @@ def decode_write(raw: Any) -> bool:
 
 
 READ = load("cache_read")
+ARM = load("cache_arm")
 WRITE = load("cache_write")
 INVALIDATE = load("cache_invalidate")
-SCRIPTS: tuple[Script, ...] = (READ, WRITE, INVALIDATE)
+SCRIPTS: tuple[Script, ...] = (READ, ARM, WRITE, INVALIDATE)

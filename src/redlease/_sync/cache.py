@@ -90,6 +90,7 @@ class Cached(Generic[_P, _R]):
         self, name: bytes, keys: core.CacheKeys, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> _R:
         lock = self._lock(name)
+        self._arm(keys)
         if not lock.acquire(timeout=self._settings.lock_ttl):
             # The rebuild took longer than lock_ttl: compute here rather than hang, unstored.
             _observe.cache_lookup(self._label, "fallback")
@@ -113,7 +114,7 @@ class Cached(Generic[_P, _R]):
         settings = self._settings
         fence = lock.fence
         # (fence is an int while held; a lease lost meanwhile makes the write refused)
-        args_ = [fence or 0, data, settings.ttl_ms, settings.stale_ms]
+        args_ = [fence or 0, data, settings.ttl_ms, settings.stale_ms, settings.keep_ms]
         core.decode_write(self._run(core.WRITE, keys.all, args_, "write"))
         return result
 
@@ -129,6 +130,7 @@ class Cached(Generic[_P, _R]):
         def refresh() -> None:
             try:
                 lock = self._lock(name)
+                self._arm(keys)
                 if not lock.acquire(blocking=False):
                     return  # another caller (here or in another process) refreshes it
                 try:
@@ -172,6 +174,10 @@ class Cached(Generic[_P, _R]):
         # (a lease that ran out while computing: the fenced write was refused, or done first)
         with contextlib.suppress(LockLost):
             lock.release()
+
+    def _arm(self, keys: core.CacheKeys) -> None:
+        """Make the rebuild lock's fencing counter one that expires (``cache_arm.lua``)."""
+        self._run(core.ARM, [keys.fence], [self._settings.keep_ms], "arm")
 
     def _read(self, key: bytes) -> core.Lookup:
         return core.decode_read(self._run(core.READ, [key], [], "read"))

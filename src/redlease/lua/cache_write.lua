@@ -11,6 +11,7 @@
 -- ARGV[2] value     the serialized value
 -- ARGV[3] ttl_ms    how long the value is fresh (> 0)
 -- ARGV[4] stale_ms  how long it is then served stale while refreshed (>= 0)
+-- ARGV[5] keep_ms   how long the fencing counter must live from now, at least (cache_arm.lua)
 -- Returns {1, fence} when stored, {0, newest} when refused (nothing changed)
 local fence = tonumber(ARGV[1])
 local issued = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -22,4 +23,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[3])
 redis.call('HSET', KEYS[1], 'value', ARGV[2], 'fence', ARGV[1], 'fresh', now + ttl)
 redis.call('PEXPIRE', KEYS[1], ttl + tonumber(ARGV[4]))
+-- the counter outlives the value: a rebuild that began before it expired is refused after
+local keep = tonumber(ARGV[5])
+if redis.call('PTTL', KEYS[2]) < keep then redis.call('PEXPIRE', KEYS[2], keep) end
 return {1, fence}
