@@ -108,13 +108,13 @@ class AsyncCached(Generic[_P, _R]):
     async def _compute(
         self, lock: AsyncLock, keys: core.CacheKeys, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> _R:
+        fence = lock.fence  # taken now, while held: the write carries the fence of this rebuild
         result: _R = await self._func(*args, **kwargs)
         data = core.dumps(self._serializer, result)
         settings = self._settings
-        fence = lock.fence
-        # (fence is an int while held; a lease lost meanwhile makes the write refused)
-        args_ = [fence or 0, data, settings.ttl_ms, settings.stale_ms, settings.keep_ms]
-        core.decode_write(await self._run(core.WRITE, keys.all, args_, "write"))
+        if fence is not None:
+            args_ = [fence, data, settings.ttl_ms, settings.stale_ms, settings.keep_ms]
+            core.decode_write(await self._run(core.WRITE, keys.all, args_, "write"))
         return result
 
     # -- stale: answer now, refresh once in the background ----------------------------------
