@@ -68,6 +68,8 @@ async def test_bad_arguments_are_refused_before_anything_is_sent(
         AsyncLock(async_client, "bad", blocking_timeout="1")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="sleep"):
         AsyncLock(async_client, "bad", sleep=-1)
+    with pytest.raises(ValueError, match="lease"):
+        AsyncLock(async_client, "bad", lease=0)
     with pytest.raises(TypeError, match="client"):
         AsyncLock(AsyncTasks.WRONG_CLIENT(), "bad")  # type: ignore[arg-type]
     lock = AsyncLock(async_client, "bad", timeout=5)

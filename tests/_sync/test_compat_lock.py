@@ -69,6 +69,8 @@ def test_bad_arguments_are_refused_before_anything_is_sent(
         Lock(client, "bad", blocking_timeout="1")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="sleep"):
         Lock(client, "bad", sleep=-1)
+    with pytest.raises(ValueError, match="lease"):
+        Lock(client, "bad", lease=0)
     with pytest.raises(TypeError, match="client"):
         Lock(Tasks.WRONG_CLIENT(), "bad")  # type: ignore[arg-type]
     lock = Lock(client, "bad", timeout=5)

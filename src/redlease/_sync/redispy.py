@@ -60,6 +60,7 @@ class RedisPyLock:
         :param prefix: redlease: the key prefix.
         """
         ttl_ms = core.lock_timeout(timeout)
+        lease = core.lease(lease, "lease")
         core.sleep(sleep)
         wait = core.blocking_timeout(blocking_timeout)
         self.redis = redis
