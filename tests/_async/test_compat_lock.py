@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 import pytest
 import redis.asyncio
@@ -137,6 +138,31 @@ async def test_a_waiter_is_woken_by_the_release_not_by_its_sleep(
 
     got, _ = await AsyncTasks.gather(wait, hold)
     assert got - released_at[0] < 5.0  # (a poll every 10 s could not be this soon)
+
+
+async def test_waiters_get_the_lock_in_the_order_they_queued(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    order: list[int] = []
+
+    async def hold() -> None:
+        holder = AsyncLock(async_client, "fifo")
+        assert await holder.acquire()
+        await AsyncTasks.sleep(1.0)  # the three waiters queue meanwhile
+        await holder.release()
+
+    def waiter(i: int) -> Any:
+        async def wait() -> None:
+            await AsyncTasks.sleep(0.2 + 0.2 * i)
+            lock = AsyncLock(async_client, "fifo", blocking_timeout=20)
+            async with lock:
+                order.append(i)
+                await AsyncTasks.sleep(0.05)
+
+        return wait
+
+    await AsyncTasks.gather(hold, waiter(0), waiter(1), waiter(2))
+    assert order == [0, 1, 2]
 
 
 async def test_token_is_refused_with_a_clear_error(async_client: redis.asyncio.Redis) -> None:

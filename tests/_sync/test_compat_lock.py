@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 import pytest
 import redis
@@ -138,6 +139,31 @@ def test_a_waiter_is_woken_by_the_release_not_by_its_sleep(
 
     got, _ = Tasks.gather(wait, hold)
     assert got - released_at[0] < 5.0  # (a poll every 10 s could not be this soon)
+
+
+def test_waiters_get_the_lock_in_the_order_they_queued(
+    client: redis.Redis,
+) -> None:
+    order: list[int] = []
+
+    def hold() -> None:
+        holder = Lock(client, "fifo")
+        assert holder.acquire()
+        Tasks.sleep(1.0)  # the three waiters queue meanwhile
+        holder.release()
+
+    def waiter(i: int) -> Any:
+        def wait() -> None:
+            Tasks.sleep(0.2 + 0.2 * i)
+            lock = Lock(client, "fifo", blocking_timeout=20)
+            with lock:
+                order.append(i)
+                Tasks.sleep(0.05)
+
+        return wait
+
+    Tasks.gather(hold, waiter(0), waiter(1), waiter(2))
+    assert order == [0, 1, 2]
 
 
 def test_token_is_refused_with_a_clear_error(client: redis.Redis) -> None:
