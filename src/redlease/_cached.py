@@ -76,8 +76,9 @@ def cached(
         (it is not renewed, so a stuck rebuild lets the next caller in), and how long others
         wait for it.
     :param key: the cache name: ``None`` for the function's module and qualified name plus a
-        hash of its arguments (which must then be JSON-serializable), a ``str`` in place of
-        the function's name, or a function of the arguments returning the whole name.
+        hash of its arguments (which must then be JSON-serializable: for a method, whose
+        ``self`` is not, pass ``key=``), a ``str`` in place of the function's name, or a
+        function of the arguments returning the whole name.
     :param serializer: ``dumps`` / ``loads`` of the values: JSON by default; pass ``pickle``
         only if every process that writes to this Redis is trusted.
     :param prefix: the key prefix (no white space or braces).

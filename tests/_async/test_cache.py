@@ -127,6 +127,18 @@ async def test_bad_arguments_are_refused_before_anything_is_sent(
     assert await async_client.dbsize() == 0
 
 
+async def test_a_result_the_serializer_refuses_is_a_type_error(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    @redlease.cached(async_client, ttl=1)
+    async def raw() -> bytes:
+        return b"bytes are not JSON"
+
+    with pytest.raises(TypeError, match="serializer="):
+        await raw()
+    assert await async_client.exists(b"redlease:{" + raw.key_for() + b"}:cached") == 0
+
+
 async def test_the_wrong_kind_of_client_is_a_type_error_at_decoration() -> None:
     async def f() -> int:
         return 1

@@ -128,6 +128,18 @@ def test_bad_arguments_are_refused_before_anything_is_sent(
     assert client.dbsize() == 0
 
 
+def test_a_result_the_serializer_refuses_is_a_type_error(
+    client: redis.Redis,
+) -> None:
+    @redlease.cached(client, ttl=1)
+    def raw() -> bytes:
+        return b"bytes are not JSON"
+
+    with pytest.raises(TypeError, match="serializer="):
+        raw()
+    assert client.exists(b"redlease:{" + raw.key_for() + b"}:cached") == 0
+
+
 def test_the_wrong_kind_of_client_is_a_type_error_at_decoration() -> None:
     def f() -> int:
         return 1

@@ -110,7 +110,7 @@ class AsyncCached(Generic[_P, _R]):
     ) -> _R:
         fence = lock.fence  # taken now, while held: the write carries the fence of this rebuild
         result: _R = await self._func(*args, **kwargs)
-        data = core.dumps(self._serializer, result)
+        data = core.dumps(self._serializer, result, self._label)
         settings = self._settings
         if fence is not None:
             args_ = [fence, data, settings.ttl_ms, settings.stale_ms, settings.keep_ms]

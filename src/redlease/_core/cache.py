@@ -161,9 +161,16 @@ def cache_name(
     return Namer(label, key, "redlease").name(args, kwargs)
 
 
-def dumps(serializer: Serializer, value: Any) -> bytes:
-    """``serializer.dumps(value)`` as bytes (str is encoded as UTF-8)."""
-    data = serializer.dumps(value)
+def dumps(serializer: Serializer, value: Any, label: str = "the function") -> bytes:
+    """``serializer.dumps(value)`` as bytes (str is encoded as UTF-8); a value it cannot
+    serialize is a ``TypeError`` that says what to pass instead."""
+    try:
+        data = serializer.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"the result of {label} cannot be cached: {serializer!r} failed on it ({exc}); "
+            "return JSON-serializable values, or pass serializer="
+        ) from exc
     return data.encode() if isinstance(data, str) else bytes(data)
 
 
