@@ -127,7 +127,7 @@ class RedisPyLock:
                 logging.WARNING,
                 "release_error",
                 "Lock was unlocked or no longer owned when exiting context manager: %s",
-                error,
+                str(error),  # (not the error: a kept record would keep its frames)
                 primitive="lock",
                 name=self.name,
             )
