@@ -28,12 +28,13 @@ from tests.support import Tasks  # noqa: E402
 def cache(server: RedisServer) -> Iterator[object]:
     """The ``default`` cache on the test server. Settings are configured once per process
     (another module may have done it first): the cache comes from ``override_settings``."""
-    if not settings.configured:
-        settings.configure()
-        django.setup()
     location = f"redis://{server.host}:{server.port}/0"
     backend = {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": location}
-    with override_settings(CACHES={"default": {**backend, "KEY_PREFIX": "site"}}):
+    caches_setting = {"default": {**backend, "KEY_PREFIX": "site"}}
+    if not settings.configured:
+        settings.configure(CACHES=caches_setting)
+        django.setup()
+    with override_settings(CACHES=caches_setting):
         connection = django_redis.get_redis_connection("default")
         connection.flushall()
         yield caches["default"]
