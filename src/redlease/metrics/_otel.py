@@ -24,10 +24,10 @@ class OpenTelemetryMetrics(Observer):
                                                      ``not_acquired``
     ``redlease.hold``               histogram (s)
     ``redlease.waiters``            up-down counter  (acquires in progress)
+    ``redlease.cache.lookups``      counter          ``outcome`` (attribute ``name`` only)
     ``redlease.renewals``           counter          ``outcome``: ``renewed``, ``failed``
     ``redlease.leases_lost``        counter
     ``redlease.errors``             counter          ``operation``
-    ``redlease.cache.lookups``      counter          ``outcome`` (attribute ``name`` only)
     ==============================  ===============  ========================================
     """
 
@@ -54,6 +54,9 @@ class OpenTelemetryMetrics(Observer):
         self.waiters = meter.create_up_down_counter(
             "redlease.waiters", unit="{acquire}", description="acquire() calls in progress"
         )
+        self.cache_lookups = meter.create_counter(
+            "redlease.cache.lookups", unit="{call}", description="Calls of cached functions"
+        )
         self.renewals = meter.create_counter(
             "redlease.renewals", unit="{renewal}", description="Lease renewals by the watchdog"
         )
@@ -62,10 +65,6 @@ class OpenTelemetryMetrics(Observer):
         )
         self.errors = meter.create_counter(
             "redlease.errors", unit="{error}", description="Operations that failed: Redis did"
-        )
-
-        self.cache_lookups = meter.create_counter(
-            "redlease.cache.lookups", unit="{call}", description="Calls of cached functions"
         )
 
     def _attributes(self, primitive: str, name: str, **more: str) -> dict[str, str]:
@@ -79,6 +78,9 @@ class OpenTelemetryMetrics(Observer):
 
     def waiting(self, primitive: str, name: str, change: int) -> None:
         self.waiters.add(change, self._attributes(primitive, name))
+
+    def cache_lookup(self, name: str, outcome: str) -> None:
+        self.cache_lookups.add(1, {"name": self._names(name), "outcome": outcome})
 
     def released(self, primitive: str, name: str, held: float) -> None:
         self.hold.record(held, self._attributes(primitive, name))
@@ -94,9 +96,6 @@ class OpenTelemetryMetrics(Observer):
 
     def error(self, primitive: str, name: str, operation: str, error: BaseException) -> None:
         self.errors.add(1, self._attributes(primitive, name, operation=operation))
-
-    def cache_lookup(self, name: str, outcome: str) -> None:
-        self.cache_lookups.add(1, {"name": self._names(name), "outcome": outcome})
 
 
 def _histogram(meter: Any, name: str, description: str) -> Any:
