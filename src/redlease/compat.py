@@ -116,7 +116,7 @@ def django_lock(
     Nothing is sent to Redis until it is acquired.
     """
     # Django is an optional extra: imported only when this function is called.
-    from django.core.cache import caches  # type: ignore[import-untyped]
+    from django.core.cache import caches  # type: ignore[import-untyped,unused-ignore]
 
     backend = caches[cache] if isinstance(cache, str) else cache
     try:
