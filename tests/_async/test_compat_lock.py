@@ -215,9 +215,9 @@ async def test_timeout_none_is_a_renewed_lease_freed_when_its_holder_goes(
     holder_client = redis.asyncio.Redis(host=server.host, port=server.port)
     other_client = redis.asyncio.Redis(host=server.host, port=server.port)
     try:
-        lock = AsyncLock(holder_client, "dies", lease=0.3)
+        lock = AsyncLock(holder_client, "dies", lease=1.0)
         assert await lock.acquire()
-        await AsyncTasks.sleep(0.8)  # longer than the lease: the watchdog renewed it
+        await AsyncTasks.sleep(2.5)  # longer than the lease: the watchdog renewed it
         assert await lock.owned()
         await redlease.asyncio.close(holder_client)  # the holder's process "dies"
         observer = AsyncLock(other_client, "dies")

@@ -177,7 +177,7 @@ def test_a_rebuild_longer_than_lock_ttl_lets_the_next_caller_compute(
     @redlease.cached(client, ttl=30, lock_ttl=0.3)
     def stuck() -> str:
         calls.append(time.monotonic())
-        Tasks.sleep(1.5)
+        Tasks.sleep(3.0)
         return "done"
 
     def late() -> str:
@@ -186,7 +186,7 @@ def test_a_rebuild_longer_than_lock_ttl_lets_the_next_caller_compute(
 
     assert Tasks.gather(stuck, late) == ["done", "done"]
     assert len(calls) == 2
-    assert calls[1] - calls[0] < 1.2  # started long before the first one ended
+    assert calls[1] - calls[0] < 2.5  # started long before the first one ended
 
 
 # -- stale while revalidate -----------------------------------------------------------------
@@ -198,7 +198,7 @@ def test_stale_values_are_served_at_once_while_one_refresh_runs(
     @redlease.cached(client, ttl=0.3, stale=30)
     def version() -> int:
         calls.append(1)
-        Tasks.sleep(0.5)
+        Tasks.sleep(2.0)
         return len(calls)
 
     assert version() == 1
@@ -211,7 +211,7 @@ def test_stale_values_are_served_at_once_while_one_refresh_runs(
 
     answers = Tasks.gather(*[timed] * 6)
     assert [value for value, _ in answers] == [1] * 6  # the old value...
-    assert max(took for _, took in answers) < 0.45  # ... without waiting for the refresh
+    assert max(took for _, took in answers) < 1.5  # ... without waiting for the 2 s refresh
     assert wait_until(lambda: _equals(version, 2), limit=10.0)
     assert len(calls) == 2  # one refresh for six stale callers
     assert lookups.outcomes["stale"] >= 6
@@ -272,7 +272,7 @@ def test_a_rebuild_paused_past_its_lease_does_not_overwrite_a_newer_value(
     def read() -> str:
         seen = source["value"]
         if seen == "old":
-            Tasks.sleep(1.2)  # paused past its 0.3 s lease
+            Tasks.sleep(2.5)  # paused past its 0.3 s lease
         return seen
 
     def newer() -> str:
@@ -300,7 +300,7 @@ def test_twin_a_plain_set_after_a_pause_overwrites_the_newer_value(
                 return str(cached.decode())
             seen = source["value"]
             if seen == "old":
-                Tasks.sleep(1.2)
+                Tasks.sleep(2.5)
             client.set("page", seen, ex=30)
             return seen
 
@@ -319,11 +319,11 @@ def test_invalidate_stops_a_running_rebuild_from_storing(
 ) -> None:
     @redlease.cached(client, ttl=30)
     def slow() -> str:
-        Tasks.sleep(0.5)
+        Tasks.sleep(1.5)
         return "computed before the invalidation"
 
     def invalidate() -> bool:
-        Tasks.sleep(0.2)
+        Tasks.sleep(0.5)
         return bool(slow.invalidate())
 
     assert Tasks.gather(slow, invalidate) == ["computed before the invalidation", False]

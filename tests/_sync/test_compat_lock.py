@@ -216,9 +216,9 @@ def test_timeout_none_is_a_renewed_lease_freed_when_its_holder_goes(
     holder_client = redis.Redis(host=server.host, port=server.port)
     other_client = redis.Redis(host=server.host, port=server.port)
     try:
-        lock = Lock(holder_client, "dies", lease=0.3)
+        lock = Lock(holder_client, "dies", lease=1.0)
         assert lock.acquire()
-        Tasks.sleep(0.8)  # longer than the lease: the watchdog renewed it
+        Tasks.sleep(2.5)  # longer than the lease: the watchdog renewed it
         assert lock.owned()
         redlease.close(holder_client)  # the holder's process "dies"
         observer = Lock(other_client, "dies")
