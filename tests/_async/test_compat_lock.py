@@ -148,12 +148,12 @@ async def test_waiters_get_the_lock_in_the_order_they_queued(
     async def hold() -> None:
         holder = AsyncLock(async_client, "fifo")
         assert await holder.acquire()
-        await AsyncTasks.sleep(1.0)  # the three waiters queue meanwhile
+        await AsyncTasks.sleep(1.5)  # the three waiters queue meanwhile
         await holder.release()
 
     def waiter(i: int) -> Any:
         async def wait() -> None:
-            await AsyncTasks.sleep(0.2 + 0.2 * i)
+            await AsyncTasks.sleep(0.2 + 0.3 * i)
             lock = AsyncLock(async_client, "fifo", blocking_timeout=20)
             async with lock:
                 order.append(i)

@@ -149,12 +149,12 @@ def test_waiters_get_the_lock_in_the_order_they_queued(
     def hold() -> None:
         holder = Lock(client, "fifo")
         assert holder.acquire()
-        Tasks.sleep(1.0)  # the three waiters queue meanwhile
+        Tasks.sleep(1.5)  # the three waiters queue meanwhile
         holder.release()
 
     def waiter(i: int) -> Any:
         def wait() -> None:
-            Tasks.sleep(0.2 + 0.2 * i)
+            Tasks.sleep(0.2 + 0.3 * i)
             lock = Lock(client, "fifo", blocking_timeout=20)
             with lock:
                 order.append(i)
