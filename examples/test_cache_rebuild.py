@@ -29,3 +29,7 @@ def test_the_lock_rebuilds_once(client: redis.Redis) -> None:
 def test_twin_without_the_lock_several_rebuild(client: redis.Redis) -> None:
     # the workers start together on a barrier and the rebuild sleeps 100 ms: they overlap
     assert cache_rebuild.scenario(client, locked=False, name="stampede") > 1
+
+
+def test_redlease_cached_rebuilds_once(client: redis.Redis) -> None:
+    assert cache_rebuild.scenario_cached(client) == 1

@@ -15,6 +15,7 @@ from ._compat import check_redis_version
 
 check_redis_version()  # before anything else: an unsupported redis-py fails here, clearly
 
+from ._cached import cached
 from ._core.breakglass import ForceReleased
 from ._core.election import ElectionInfo, Leader
 from ._core.fencing import FencedRecord
@@ -145,6 +146,7 @@ __all__ = [
     "Stock",
     "Unavailable",
     "__version__",
+    "cached",
     "close",
     "closing",
 ]

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "acquired",
+    "cache_lookup",
     "current",
     "error",
     "eviction_possible",
@@ -89,6 +90,13 @@ def not_acquired(primitive: str, name: str, waited: float) -> None:
     observer = _observer
     if observer is not None:
         _call(observer, "not_acquired", primitive, name, waited)
+
+
+def cache_lookup(name: str, outcome: str) -> None:
+    """A call of a ``redlease.cached`` function ``name`` ended as ``outcome``."""
+    observer = _observer
+    if observer is not None:
+        _call(observer, "cache_lookup", name, outcome)
 
 
 def waiting(primitive: str, name: str, change: int) -> None:

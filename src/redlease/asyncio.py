@@ -25,6 +25,7 @@ from ._async.ratelimit import AsyncRateLimiter as RateLimiter
 from ._async.redlock import AsyncRedlock as Redlock
 from ._async.rwlock import AsyncReadWriteLock as ReadWriteLock
 from ._async.semaphore import AsyncSemaphore as Semaphore
+from ._cached import cached
 from ._core.breakglass import ForceReleased
 from ._core.election import ElectionInfo, Leader
 from ._core.fencing import FencedRecord
@@ -141,6 +142,7 @@ __all__ = [
     "StaleFence",
     "Stock",
     "Unavailable",
+    "cached",
     "close",
     "closing",
 ]

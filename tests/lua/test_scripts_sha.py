@@ -34,6 +34,10 @@ def all_scripts() -> dict[str, Script]:
 SCRIPTS = all_scripts()
 PINNED = {
     "acquire": "ed1a148308fb3da848a329d30d6f60e26b3ee778",
+    "cache_arm": "401d7fafa88742237b9f52d5effd52dd90bb6a84",
+    "cache_invalidate": "5adbebff6c3d181acf561e24449551248d0a1769",
+    "cache_read": "1f0f0732826380c6b9cff158a4abf3d2ac158b26",
+    "cache_write": "ecf70025f47d8568aed53821af4ef6f0205072d4",
     "claim": "5473c7cf5a1b072ad793fb958be41a581c4c6c80",
     "election_watch": "935abd419f9458bdbe273dd04129f0c4f81e9968",
     "extend": "dbe2b8da203a13ef7a56cc3d32d11fb1f221f7ad",

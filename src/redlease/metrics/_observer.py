@@ -28,6 +28,13 @@ class Observer:
         The sum is the number of acquires in progress: mostly callers waiting for the lock.
         """
 
+    def cache_lookup(self, name: str, outcome: str) -> None:
+        """A call of the ``redlease.cached`` function ``name`` (its qualified name, or its
+        ``key=`` str) ended as ``outcome``: ``"hit"`` (a fresh value), ``"stale"`` (an expired
+        value, served while one caller refreshes it), ``"miss"`` (this call computed it),
+        ``"wait"`` (it waited for another's computation), ``"fallback"`` (that took longer than
+        ``lock_ttl``: this call computed it too, without storing it)."""
+
     def released(self, primitive: str, name: str, held: float) -> None:
         """A ``release()`` gave the lock back after holding it ``held`` seconds."""
 

@@ -24,6 +24,7 @@ class OpenTelemetryMetrics(Observer):
                                                      ``not_acquired``
     ``redlease.hold``               histogram (s)
     ``redlease.waiters``            up-down counter  (acquires in progress)
+    ``redlease.cache.lookups``      counter          ``outcome`` (attribute ``name`` only)
     ``redlease.renewals``           counter          ``outcome``: ``renewed``, ``failed``
     ``redlease.leases_lost``        counter
     ``redlease.errors``             counter          ``operation``
@@ -55,6 +56,9 @@ class OpenTelemetryMetrics(Observer):
         self.waiters = meter.create_up_down_counter(
             "redlease.waiters", unit="{acquire}", description="acquire() calls in progress"
         )
+        self.cache_lookups = meter.create_counter(
+            "redlease.cache.lookups", unit="{call}", description="Calls of cached functions"
+        )
         self.renewals = meter.create_counter(
             "redlease.renewals", unit="{renewal}", description="Lease renewals by the watchdog"
         )
@@ -82,6 +86,9 @@ class OpenTelemetryMetrics(Observer):
 
     def waiting(self, primitive: str, name: str, change: int) -> None:
         self.waiters.add(change, self._attributes(primitive, name))
+
+    def cache_lookup(self, name: str, outcome: str) -> None:
+        self.cache_lookups.add(1, {"name": self._names(name), "outcome": outcome})
 
     def released(self, primitive: str, name: str, held: float) -> None:
         self.hold.record(held, self._attributes(primitive, name))

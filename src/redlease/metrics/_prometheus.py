@@ -24,6 +24,8 @@ class PrometheusMetrics(Observer):
     ``redlease_acquire_wait_seconds``   histogram  ``outcome``: ``acquired``, ``not_acquired``
     ``redlease_hold_seconds``           histogram
     ``redlease_waiters``                gauge      (acquires in progress)
+    ``redlease_cache_lookups_total``    counter    ``outcome`` (label ``name`` only): ``hit``,
+                                                   ``stale``, ``miss``, ``wait``, ``fallback``
     ``redlease_renewals_total``         counter    ``outcome``: ``renewed``, ``failed``
     ``redlease_leases_lost_total``      counter
     ``redlease_errors_total``           counter    ``operation``: ``acquire``, ``release``,
@@ -75,6 +77,10 @@ class PrometheusMetrics(Observer):
         self.waiters = prometheus_client.Gauge(
             "waiters", "acquire() calls in progress (mostly waiting)", labels, **common
         )
+        self.cache_lookups = prometheus_client.Counter(
+            "cache_lookups", "Calls of redlease.cached functions, by outcome",
+            ("name", "outcome"), **common,
+        )  # fmt: skip
         self.renewals = prometheus_client.Counter(
             "renewals", "Lease renewals by the watchdog, by outcome", (*labels, "outcome"),
             **common,
@@ -100,6 +106,9 @@ class PrometheusMetrics(Observer):
 
     def waiting(self, primitive: str, name: str, change: int) -> None:
         self.waiters.labels(primitive, self._names(name)).inc(change)
+
+    def cache_lookup(self, name: str, outcome: str) -> None:
+        self.cache_lookups.labels(self._names(name), outcome).inc()
 
     def released(self, primitive: str, name: str, held: float) -> None:
         self.hold.labels(primitive, self._names(name)).observe(held)

@@ -1,0 +1,195 @@
+"""The single-flight cache behind ``redlease.cached``: one computation per key across processes."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, Generic, ParamSpec, TypeVar
+
+import redis.asyncio
+from redis.exceptions import RedisError
+
+from .. import _observe
+from .._core import cache as core
+from .._core import validate
+from .._logging import record
+from .._synchronization import AsyncBackground
+from ..errors import LockLost, LockUnavailable
+from .client import check_client
+from .lock import AsyncLock
+from .runtime import runtime_for
+
+__all__ = ["AsyncCached"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+class AsyncCached(Generic[_P, _R]):
+    """A function whose results are cached in Redis, computed once per key at a time.
+
+    Made by ``redlease.cached(client, ttl=...)``; call it as the function. ``invalidate(*args,
+    **kwargs)`` drops the value of those arguments; ``key_for(*args, **kwargs)`` is its cache
+    name. Redis failures raise :class:`~redlease.LockUnavailable` with the cause chained.
+    """
+
+    def __init__(
+        self,
+        client: redis.asyncio.Redis,
+        func: Callable[_P, Any],
+        settings: core.Options,
+        key: str | Callable[..., Any] | None,
+        serializer: core.Serializer,
+    ) -> None:
+        validate.decorated(func, "cached", coroutine=AsyncBackground.ASYNC)
+        check_client(client)
+        if key is not None and not isinstance(key, str) and not callable(key):
+            raise TypeError(f"key must be a str, a function or None, got {type(key).__name__}")
+        functools.update_wrapper(self, func)
+        self._client = client
+        self._func = func
+        self._settings = settings
+        self._serializer = serializer
+        self._label = key if isinstance(key, str) else f"{func.__module__}.{func.__qualname__}"
+        self._namer = core.Namer(self._label, key, settings.prefix)
+        self._refreshing: dict[bytes, AsyncBackground | None] = {}
+        self._guard = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<cached {self._label} ttl={self._settings.ttl_ms / 1000}>"
+
+    def key_for(self, *args: _P.args, **kwargs: _P.kwargs) -> bytes:
+        """The cache name of a call with these arguments (its keys carry it as hash tag)."""
+        return self._namer.name(args, kwargs)
+
+    async def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        name = self.key_for(*args, **kwargs)
+        found = await self._read(self._namer.data_key(name))
+        if found.state == core.FRESH:
+            _observe.cache_lookup(self._label, "hit")
+            return self._loads(found.data)
+        keys = core.CacheKeys.build(self._settings.prefix, name)
+        if found.state == core.STALE:
+            _observe.cache_lookup(self._label, "stale")
+            self._refresh_later(name, keys, args, kwargs)
+            return self._loads(found.data)
+        return await self._fill(name, keys, args, kwargs)
+
+    async def invalidate(self, *args: _P.args, **kwargs: _P.kwargs) -> bool:
+        """Drop the value cached for these arguments; True if there was one. A rebuild already
+        running for them computes on, but cannot store what it computed."""
+        keys = core.CacheKeys.build(self._settings.prefix, self.key_for(*args, **kwargs))
+        return bool(await self._run(core.INVALIDATE, keys.all, [], "invalidate"))
+
+    # -- a miss: one caller computes, the others wait for its value -------------------------
+    async def _fill(
+        self, name: bytes, keys: core.CacheKeys, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> _R:
+        lock = self._lock(name)
+        await self._arm(keys)
+        if not await lock.acquire(timeout=self._settings.lock_ttl):
+            # The rebuild took longer than lock_ttl: compute here rather than hang, unstored.
+            _observe.cache_lookup(self._label, "fallback")
+            result: _R = await self._func(*args, **kwargs)
+            return result
+        try:
+            found = await self._read(keys.data)
+            if found.state == core.FRESH:  # filled while we waited
+                _observe.cache_lookup(self._label, "wait")
+                return self._loads(found.data)
+            _observe.cache_lookup(self._label, "miss")
+            return await self._compute(lock, keys, args, kwargs)
+        finally:
+            await self._release(lock)
+
+    async def _compute(
+        self, lock: AsyncLock, keys: core.CacheKeys, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> _R:
+        fence = lock.fence  # taken now, while held: the write carries the fence of this rebuild
+        result: _R = await self._func(*args, **kwargs)
+        data = core.dumps(self._serializer, result, self._label)
+        settings = self._settings
+        if fence is not None:
+            args_ = [fence, data, settings.ttl_ms, settings.stale_ms, settings.keep_ms]
+            core.decode_write(await self._run(core.WRITE, keys.all, args_, "write"))
+        return result
+
+    # -- stale: answer now, refresh once in the background ----------------------------------
+    def _refresh_later(
+        self, name: bytes, keys: core.CacheKeys, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        with self._guard:  # one refresh per value in this process (the lock: across them)
+            if name in self._refreshing:
+                return
+            self._refreshing[name] = None
+
+        async def refresh() -> None:
+            try:
+                lock = self._lock(name)
+                await self._arm(keys)
+                if not await lock.acquire(blocking=False):
+                    return  # another caller (here or in another process) refreshes it
+                try:
+                    if (await self._read(keys.data)).state != core.FRESH:
+                        await self._compute(lock, keys, args, kwargs)
+                finally:
+                    await self._release(lock)
+            except Exception as exc:
+                record(
+                    logging.WARNING,
+                    "refresh_failed",
+                    "refreshing cached %s failed: %s: %s",
+                    self._label,
+                    type(exc).__name__,
+                    str(exc),
+                    name=self._label,
+                    error=f"{type(exc).__name__}: {exc}",
+                )
+            finally:
+                with self._guard:
+                    self._refreshing.pop(name, None)
+
+        job = AsyncBackground(refresh, "redlease-cache-refresh")
+        with self._guard:  # kept referenced while it runs, unless it is already over
+            if name in self._refreshing:
+                self._refreshing[name] = job
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def _lock(self, name: bytes) -> AsyncLock:
+        settings = self._settings
+        return AsyncLock(
+            self._client,
+            name,
+            ttl=settings.lock_ttl,
+            timeout=settings.lock_ttl,
+            prefix=settings.prefix,
+            renew=False,  # lock_ttl bounds a rebuild: a stuck one lets the next caller in
+        )
+
+    async def _release(self, lock: AsyncLock) -> None:
+        # (a lease that ran out while computing: the fenced write was refused, or done first)
+        with contextlib.suppress(LockLost):
+            await lock.release()
+
+    async def _arm(self, keys: core.CacheKeys) -> None:
+        """Make the rebuild lock's fencing counter one that expires (``cache_arm.lua``)."""
+        await self._run(core.ARM, [keys.fence], [self._settings.keep_ms], "arm")
+
+    async def _read(self, key: bytes) -> core.Lookup:
+        return core.decode_read(await self._run(core.READ, [key], [], "read"))
+
+    async def _run(self, script: Any, keys: list[bytes], args: list[Any], action: str) -> Any:
+        try:
+            return await runtime_for(self._client).backend.run(script, keys, args)
+        except RedisError as exc:
+            raise LockUnavailable(
+                f"could not {action} cached {self._label}: Redis failed: {exc}",
+                name=self._label,
+            ) from exc
+
+    def _loads(self, data: bytes | None) -> _R:
+        result: _R = self._serializer.loads(data or b"")
+        return result
