@@ -654,7 +654,8 @@ async def test_client_of_the_wrong_kind_is_refused() -> None:
     wrong = AsyncTasks.WRONG_CLIENT()
     with pytest.raises(
         TypeError,
-        match=r"must be a redis.*sync clients go with redlease, asyncio clients with",
+        match=r"must be a redis.*sync clients go with redlease, asyncio clients with "
+        r"redlease\.asyncio\)",
     ):
         redlease.Lock(wrong, "x")
     with pytest.raises(TypeError, match="client must be a redis"):

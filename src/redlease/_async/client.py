@@ -44,6 +44,7 @@ from redis.exceptions import ConnectionError, NoScriptError, RedisError, Respons
 from .._compat import FAST_PACK, AsyncConnections, pack_command, private_kwargs
 from .._core.lease import pid
 from .._core.scripts import Script
+from .._core.validate import CLIENT_APIS
 from .._logging import record
 
 __all__ = ["AsyncBackend", "Pending", "backend_for", "check_client"]
@@ -138,8 +139,7 @@ def check_client(client: Any, arg: str = "client", *, cluster: bool = True) -> N
     if _flavor(client) is None:
         raise TypeError(
             f"{arg} must be a {_KINDS}, got {type(client).__module__}."
-            f"{type(client).__qualname__} (sync clients go with redlease, asyncio clients "
-            "with redlease.asyncio)"
+            f"{type(client).__qualname__} ({CLIENT_APIS})"
         )
 
 

@@ -45,6 +45,7 @@ from redis.exceptions import ConnectionError, NoScriptError, RedisError, Respons
 from .._compat import FAST_PACK, Connections, pack_command, private_kwargs
 from .._core.lease import pid
 from .._core.scripts import Script
+from .._core.validate import CLIENT_APIS
 from .._logging import record
 
 __all__ = ["Backend", "Pending", "backend_for", "check_client"]
@@ -139,8 +140,7 @@ def check_client(client: Any, arg: str = "client", *, cluster: bool = True) -> N
     if _flavor(client) is None:
         raise TypeError(
             f"{arg} must be a {_KINDS}, got {type(client).__module__}."
-            f"{type(client).__qualname__} (sync clients go with redlease, asyncio clients "
-            "with redlease)"
+            f"{type(client).__qualname__} ({CLIENT_APIS})"
         )
 
 
