@@ -35,7 +35,7 @@ SCRIPTS = all_scripts()
 PINNED = {
     "acquire": "e1d72e81844564390994a53685f0ecaed6bb4ae4",
     "claim": "0c888ddb066b906c7a0862c06acca106efa62ac0",
-    "election_watch": "4a5bcc39e8bd1981d69cfd8bc3a7483217d9d8a8",
+    "election_watch": "4eef219573252ffc3e1469caf5a9b7084e021e13",
     "extend": "dbe2b8da203a13ef7a56cc3d32d11fb1f221f7ad",
     "fence": "5cdf0e9c5e711464050a9a903e0ebbb8736597b7",
     "fenced_read": "2bd07fd07f94bdc0d8f3a9db67be05389f807688",
@@ -59,11 +59,11 @@ PINNED = {
     "ratelimit_reset": "e9160168138bfa9034ed30d515cdfb21960c7b05",
     "release": "f9105a644b2d24ec8989487d6557b50dae89ec6b",
     "renew": "da429cca1a62b1a8dfd3a19af61b597c7dbe7857",
-    "semaphore_set_permits": "95dfaafdf03d5322f77fe25c0ce8ef30fc841e75",
-    "shared_acquire": "589c8be03413258066f5210cec9c982a38af7659",
-    "shared_inspect": "2d2074e1640fce5b3d5d3d09b5649a8108a09c27",
-    "shared_leave": "47b46ef4484e025ec20bc44ba25f841bf87dd1cd",
-    "shared_release": "bb8c3def7c981ffe7d913fbb949eb052749dd4bf",
+    "semaphore_set_permits": "fc7fae21b44403587f3ea4a23729b9a51ae19bb2",
+    "shared_acquire": "59ca3f9d8939233ac13612b9fe65244df070b23d",
+    "shared_inspect": "20daae1489e09bf01859600ad93e2b0f8f170c3d",
+    "shared_leave": "955f8d34ab3fb5eb3b47934da921ba551106669a",
+    "shared_release": "03875d95ce40f6192ffbcab9090bcdc31d511db7",
     "shared_renew": "69c89e90ade957c5bc50fc1480442c215fdf6c9f",
 }
 """Script name -> SHA1 of its source, as loaded. Update a literal only with the script edit."""

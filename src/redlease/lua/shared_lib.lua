@@ -10,7 +10,8 @@
 --   granted   ZSET    queued token -> deadline (server ms) to take the units reserved for it
 --   fence     STRING  counter INCR'd by every grant: never expires, never reset
 --   capacity  STRING  the stored capacity (Semaphore's permits; others pass it in ARGV)
---   payload   HASH    holder token -> "<fence> <value>" (Election: the leader's value)
+--   payload   HASH    holder token -> "<fence> <value>" (Election: the leader's value), and
+--                     field '' -> the same of the latest grant with a value (kept, as fence)
 -- (units and payload have no expiry: a holder's entries are deleted with it, as it is purged)
 --   watchers  ZSET    tokens told "H<token> 0" whenever the set of holders changes
 -- A waiter is served when every waiter ahead of it fits along with it (strict FIFO: a writer
@@ -107,7 +108,9 @@ local function grant(S, token, want, lease, now, value)
   redis.call('ZADD', S.holders, now + lease, token)
   if want ~= 1 then redis.call('HSET', S.units, token, want) else redis.call('HDEL', S.units, token) end
   local fence = redis.call('INCR', S.fence)
-  if value then redis.call('HSET', S.payload, token, fence .. ' ' .. value) end
+  if value then  -- field '' keeps the latest grant's, for watchers that look after it ended
+    redis.call('HSET', S.payload, token, fence .. ' ' .. value, '', fence .. ' ' .. value)
+  end
   keep(S.holders, 3 * lease)  -- units and payload never expire: entries go with their holder
   notify(S)
   return fence
