@@ -2,7 +2,7 @@
 
 ``acl_rules()`` returns the rules for ``ACL SETUSER <user> on ><password> <rules...>``::
 
-    ACL SETUSER app on >secret ~redlease:* &redlease:waiters:* +evalsha +eval +publish ...
+    ACL SETUSER app on >secret ~redlease:* resetchannels &redlease:waiters:* +evalsha ...
 
 or, in an ``aclfile``, the same words after ``user app on >secret``. Nothing else is needed:
 Redis checks the commands a Lua script calls against the user's rules too, so the list holds
@@ -74,4 +74,6 @@ def acl_rules(
         commands += CLUSTER_COMMANDS
     if replicas:
         commands += REPLICA_COMMANDS
-    return [f"~{prefix}:*", "&redlease:waiters:*", *(f"+{c}" for c in commands)]
+    # resetchannels: a Redis 6.2 user starts with every channel (acl-pubsub-default), and
+    # refuses a channel pattern added to that; from 7.0 it is the default.
+    return [f"~{prefix}:*", "resetchannels", "&redlease:waiters:*", *(f"+{c}" for c in commands)]
