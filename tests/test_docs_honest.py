@@ -202,3 +202,16 @@ def test_each_primitive_is_tested_on_a_cluster(name: str) -> None:
     for module in re.findall(r"^from tests\._async\.(\w+) import \*", source, flags=re.M):
         source += (ROOT / "tests/_async" / f"{module}.py").read_text()
     assert f"redlease.{name}(" in source, f"{CLUSTER_TESTS[name]} never makes a {name}"
+
+
+def cluster_figures(text: str, start: str) -> list[str]:
+    """The ratios (``1.23`` and a multiplication sign) of the paragraph that begins ``start``."""
+    paragraph = text[text.index(start) :]
+    paragraph = paragraph[: paragraph.index("\n\n")]
+    return re.findall(r"\d+\.\d+\u00d7", paragraph)
+
+
+def test_the_cluster_figures_agree_between_readme_and_topologies() -> None:
+    readme = cluster_figures((ROOT / "README.md").read_text(), "On a 3-master + 3-replica")
+    topologies = cluster_figures((ROOT / "docs/topologies.md").read_text(), "- **Cost.**")
+    assert readme and readme == topologies[: len(readme)]  # then the goal, 1.2
