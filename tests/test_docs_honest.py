@@ -215,3 +215,18 @@ def test_the_cluster_figures_agree_between_readme_and_topologies() -> None:
     readme = cluster_figures((ROOT / "README.md").read_text(), "On a 3-master + 3-replica")
     topologies = cluster_figures((ROOT / "docs/topologies.md").read_text(), "- **Cost.**")
     assert readme and readme == topologies[: len(readme)]  # then the goal, 1.2
+
+
+def test_how_it_is_built_names_every_module() -> None:
+    """README's layout names each ``_core`` and ``_async`` module, and every top-level entry
+    of the package, so that a new one is placed there too."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme[readme.index("```\nsrc/redlease/\n") :]
+    block = block[: block.index("\n```\n")]
+    package = ROOT / "src/redlease"
+    wanted = {p.name for p in package.iterdir() if not p.name.startswith(("__p", "py."))}
+    wanted -= {"__main__.py"}
+    for sub in ("_core", "_async"):
+        wanted |= {p.name for p in (package / sub).glob("*.py") if p.name != "__init__.py"}
+    words = set(re.findall(r"[\w.]+", block.replace("/", " ")))
+    assert not sorted(wanted - words), f"not in README's layout: {sorted(wanted - words)}"
