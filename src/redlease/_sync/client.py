@@ -63,6 +63,10 @@ _KINDS = (
     "valkey.cluster.ValkeyCluster"
 )
 """The clients this API accepts, for error messages."""
+_READ_ONLY = "READONLY You can't write against a read only replica"
+"""A replica's refusal. Before Redis 7.0 a script passes it on inside its own error, which
+redis-py's Sentinel connection does not recognize (it reconnects on ``ReadOnlyError`` only):
+the connection is dropped here, so that a Sentinel client's next one asks for the master."""
 
 
 @dataclass(frozen=True)
@@ -494,9 +498,12 @@ class Backend:
                     raise translate(exc) from exc
                 reply = self._read(conn, time.monotonic(), timeout)
             self._owed(pending, timeout)
-        except ResponseError:
+        except ResponseError as exc:
             self._owed(pending, timeout)
-            self._checkin(conn)  # a complete error reply: the connection is in sync
+            if _READ_ONLY in str(exc):  # a replica: the master moved; the next call reconnects
+                self._discard(conn)
+            else:
+                self._checkin(conn)  # a complete error reply: the connection is in sync
             raise
         except BaseException:
             self._discard(conn)
