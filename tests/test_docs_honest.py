@@ -140,6 +140,7 @@ def test_the_table_lists_every_primitive() -> None:
         "ReadWriteLock",
         "CountDownLatch",
         "Election",
+        "Once",
     ]
 
 
@@ -163,19 +164,19 @@ def test_a_rows_signatures_are_the_real_ones(name: str, params: str, text: str) 
 
 
 def test_a_wrong_signature_is_caught() -> None:
-    """The twin: the README's old rows (``RateLimit`` without ``limit``, ``reserve`` with
-    positional parameters) fail the same checks."""
+    """The twin: the README's old rows (``RateLimit`` without its later fields, ``reserve``
+    with positional parameters, ``Inventory`` without ``prefix``) fail the same checks."""
+    params = next(params for name, params, _ in ROWS if name == "RateLimiter")
     with pytest.raises(AssertionError, match="fields"):
         test_a_rows_signatures_are_the_real_ones(
             "RateLimiter",
-            'client, name, *, limit=20, window=60.0, algorithm="fixed" \\| "gcra", '
-            'prefix="redlease"',
+            params,
             "`hit(key, cost=1)` -> `RateLimit(allowed, remaining, retry_after, reset_after)`",
         )
     with pytest.raises(AssertionError, match="is keyword, not positional"):
         check_signature("Inventory: reserve", redlease.Inventory.reserve, "user, order_id")
     with pytest.raises(AssertionError, match="leaves out"):
-        check_signature("Inventory", redlease.Inventory.__init__, "client, name, *, prefix")
+        check_signature("Inventory", redlease.Inventory.__init__, "client, name, *, retention")
 
 
 CLUSTER_TESTS = {
@@ -189,6 +190,7 @@ CLUSTER_TESTS = {
     "ReadWriteLock": "tests/_async/test_rwlock_cluster.py",
     "CountDownLatch": "tests/_async/test_latch_cluster.py",
     "Election": "tests/_async/test_election_cluster.py",
+    "Once": "tests/_async/test_once_cluster.py",
 }
 
 

@@ -20,7 +20,9 @@ from ._core.fencing import FencedRecord
 from ._core.inventory import Reservation, Stock
 from ._core.latch import LatchInfo
 from ._core.lock import LockInfo
+from ._core.once import OnceInfo
 from ._core.ratelimit import RateLimit
+from ._core.rates import Rate
 from ._core.rwlock import ReadWriteLockInfo
 from ._core.semaphore import SemaphoreInfo
 from ._sync.closing import close, closing
@@ -29,6 +31,7 @@ from ._sync.fencing import FencedStore
 from ._sync.inventory import Inventory
 from ._sync.latch import CountDownLatch
 from ._sync.lock import Lock, RLock
+from ._sync.once import Once, OnceRun
 from ._sync.ratelimit import RateLimiter
 from ._sync.redlock import Redlock
 from ._sync.rwlock import ReadWriteLock
@@ -53,6 +56,8 @@ from .errors import (
     NoPermit,
     NotAcquired,
     NotLeader,
+    OnceError,
+    OnceUnavailable,
     OrderClosed,
     OrderConflict,
     OrderNotFound,
@@ -63,6 +68,7 @@ from .errors import (
     RateLimitUnavailable,
     RedleaseError,
     ReplicasUnavailable,
+    RunLost,
     SemaphoreError,
     SemaphoreUnavailable,
     SoldOut,
@@ -102,6 +108,11 @@ __all__ = [
     "NoPermit",
     "NotAcquired",
     "NotLeader",
+    "Once",
+    "OnceError",
+    "OnceInfo",
+    "OnceRun",
+    "OnceUnavailable",
     "OrderClosed",
     "OrderConflict",
     "OrderNotFound",
@@ -109,6 +120,7 @@ __all__ = [
     "PermitNotHeld",
     "QuorumUnavailable",
     "RLock",
+    "Rate",
     "RateLimit",
     "RateLimitError",
     "RateLimitUnavailable",
@@ -119,6 +131,7 @@ __all__ = [
     "Redlock",
     "ReplicasUnavailable",
     "Reservation",
+    "RunLost",
     "Semaphore",
     "SemaphoreError",
     "SemaphoreInfo",

@@ -31,6 +31,7 @@ __all__ = [
     "install",
     "lost",
     "not_acquired",
+    "rate_limit_unavailable",
     "released",
     "renewal_failed",
     "renewed",
@@ -107,6 +108,28 @@ def error(primitive: str, name: str, operation: str, exc: BaseException) -> None
     observer = _observer
     if observer is not None:
         _call(observer, "error", primitive, name, operation, exc)
+
+
+def rate_limit_unavailable(name: str, decision: str, exc: BaseException) -> None:
+    """A web rate limit could not reach Redis; the request was let through (``decision``
+    ``"allow"``) or refused with 503 (``"deny"``)."""
+    record(
+        logging.WARNING,
+        "ratelimit_unavailable",
+        "rate limiter %r could not reach Redis: request %s (on_unavailable=%r): %s: %s",
+        name,
+        "allowed" if decision == "allow" else "denied with 503",
+        decision,
+        type(exc).__name__,
+        str(exc),
+        primitive="ratelimit",
+        name=name,
+        decision=decision,
+        error=f"{type(exc).__name__}: {exc}",
+    )
+    observer = _observer
+    if observer is not None:
+        _call(observer, "rate_limit_unavailable", name, decision)
 
 
 def renewed(holdings: Sequence[Holding]) -> None:

@@ -19,6 +19,8 @@ from ._async.inventory import AsyncInventory as Inventory
 from ._async.latch import AsyncCountDownLatch as CountDownLatch
 from ._async.lock import AsyncLock as Lock
 from ._async.lock import AsyncRLock as RLock
+from ._async.once import AsyncOnce as Once
+from ._async.once import AsyncOnceRun as OnceRun
 from ._async.ratelimit import AsyncRateLimiter as RateLimiter
 from ._async.redlock import AsyncRedlock as Redlock
 from ._async.rwlock import AsyncReadWriteLock as ReadWriteLock
@@ -28,7 +30,9 @@ from ._core.fencing import FencedRecord
 from ._core.inventory import Reservation, Stock
 from ._core.latch import LatchInfo
 from ._core.lock import LockInfo
+from ._core.once import OnceInfo
 from ._core.ratelimit import RateLimit
+from ._core.rates import Rate
 from ._core.rwlock import ReadWriteLockInfo
 from ._core.semaphore import SemaphoreInfo
 from .errors import (
@@ -51,6 +55,8 @@ from .errors import (
     NoPermit,
     NotAcquired,
     NotLeader,
+    OnceError,
+    OnceUnavailable,
     OrderClosed,
     OrderConflict,
     OrderNotFound,
@@ -61,6 +67,7 @@ from .errors import (
     RateLimitUnavailable,
     RedleaseError,
     ReplicasUnavailable,
+    RunLost,
     SemaphoreError,
     SemaphoreUnavailable,
     SoldOut,
@@ -98,6 +105,11 @@ __all__ = [
     "NoPermit",
     "NotAcquired",
     "NotLeader",
+    "Once",
+    "OnceError",
+    "OnceInfo",
+    "OnceRun",
+    "OnceUnavailable",
     "OrderClosed",
     "OrderConflict",
     "OrderNotFound",
@@ -105,6 +117,7 @@ __all__ = [
     "PermitNotHeld",
     "QuorumUnavailable",
     "RLock",
+    "Rate",
     "RateLimit",
     "RateLimitError",
     "RateLimitUnavailable",
@@ -115,6 +128,7 @@ __all__ = [
     "Redlock",
     "ReplicasUnavailable",
     "Reservation",
+    "RunLost",
     "Semaphore",
     "SemaphoreError",
     "SemaphoreInfo",

@@ -94,9 +94,11 @@ def test_run_held_lock_times_out_without_running_the_command(
     assert holder.acquire()
     try:
         touch = py(f"open({str(marker)!r}, 'w').close()")
-        assert cli(server, "run", "busy", "--timeout", "0.2", "--", *touch) == 75
+        assert cli(server, "run", "busy", "--timeout", "0.2", "-v", "--", *touch) == 75
         assert "held by another" in capsys.readouterr().err
         assert cli(server, "run", "busy", "-n", "--", *touch) == 75
+        assert capsys.readouterr().err == ""  # silent without -v, like flock -n
+        assert cli(server, "run", "busy", "-n", "-E", "0", "--", *touch) == 0
         assert not marker.exists()
         assert client.zcard(keys("busy").queue) == 0  # gave up its place in the queue
     finally:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
 import json
 import sys
 from typing import Any
@@ -21,6 +22,7 @@ import redis
 
 import redlease
 
+from . import ratelimit
 from ._common import (
     DEFAULT_URL,
     CliError,
@@ -44,7 +46,7 @@ __all__ = [
     "scan_all",
 ]
 
-KINDS = ("lock", "rwlock", "semaphore", "latch", "election")
+KINDS = ("lock", "rwlock", "semaphore", "latch", "election", "once", "ratelimit")
 """The values of ``--kind``: which primitive NAME is."""
 
 EX_FOREIGN = 1
@@ -69,7 +71,13 @@ outside redlease, has no expiry).
 {"name", "kind", ...} with the fields of its Info dataclass (ReadWriteLockInfo:
 readers, writer, waiters, fence, leases; SemaphoreInfo: permits, used, available, waiters,
 holders, fence; LatchInfo: count, rounds, waiters; ElectionInfo: leader {"value", "term"} |
-null, remaining, candidates, last_term).
+null, remaining, candidates, last_term; once, the last run: state, started, ended (UTC,
+ISO 8601), fence, host, pid, free_in, every; state null if it never ran).
+
+--kind ratelimit --subject KEY --rate RATE [--algorithm A] shows what a hit of cost 1 by
+KEY would get now from rate limiter NAME under each of its limits, taking nothing; --json:
+{"name", "kind", "subject", "algorithm", "allowed", "limits": [{"rate", "limit", "window",
+"allowed", "remaining", "retry_after", "reset_after"}, ...]}.
 
 --all lists every primitive with a key under --prefix instead (SCAN COUNT 500, at most
 --limit names; on a Redis Cluster, every master): a table, or with
@@ -109,6 +117,7 @@ def add_parser(subparsers: Any) -> None:
         default="lock",
         help="which primitive NAME is (default: lock)",
     )
+    ratelimit.add_arguments(parser)
     handler_defaults(parser, command)
 
 
@@ -224,6 +233,31 @@ def _family(args: argparse.Namespace) -> int:
     return 0
 
 
+def _once(args: argparse.Namespace) -> int:
+    """``inspect --kind once``: the last run of a :class:`redlease.Once` (times in UTC)."""
+    once = redlease.Once(args.client, args.name, every=1, prefix=args.prefix)
+    try:
+        info = once.last()
+    except redlease.ForeignData as exc:
+        raise CliError(f"once {args.name!r}: {exc}", EX_FOREIGN) from exc
+    except redlease.Unavailable as exc:
+        raise unavailable(args.url, exc) from exc
+    if info is None:
+        state: dict[str, Any] = {"name": args.name, "kind": "once", "state": None}
+    else:
+        state = family_report(info, "once")
+        for field in ("started", "ended"):
+            if state[field] is not None:
+                moment = datetime.datetime.fromtimestamp(state[field], datetime.timezone.utc)
+                state[field] = moment.isoformat(timespec="milliseconds")
+    if args.json:
+        json.dump(state, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        print(format_family(state))
+    return 0
+
+
 _KIND_OF_SUFFIX = {
     b"lock": "lock",
     b"handoff": "lock",
@@ -306,6 +340,10 @@ def command(args: argparse.Namespace) -> int:
     if args.all:
         return _all(args)
     name: str = args.name
+    if args.kind == "ratelimit":
+        return ratelimit.command(args)
+    if args.kind == "once":
+        return _once(args)
     if args.kind != "lock":
         return _family(args)
     lock = redlease.Lock(args.client, name, prefix=args.prefix)

@@ -36,6 +36,8 @@ class PrometheusMetrics(Observer):
     ``redlease_leases_lost_total``      counter
     ``redlease_errors_total``           counter    ``operation``: ``acquire``, ``release``,
                                                    ``extend``
+    ``redlease_ratelimit_unavailable``  counter    ``decision``: ``allow``, ``deny`` (label
+    ``_total``                                     ``name`` only: the limiter's)
     ==================================  =========  ==========================================
     """
 
@@ -85,7 +87,7 @@ class PrometheusMetrics(Observer):
             sets[namespace] = (settings, self)
 
     def _register(self, client: Any, registry: Any, namespace: str, buckets: Any) -> None:
-        """Create the six metrics in ``registry``; a clear ValueError if a name is taken."""
+        """Create the metrics in ``registry``; a clear ValueError if a name is taken."""
         labels = ("primitive", "name")
         common: dict[str, Any] = {"namespace": namespace, "registry": registry}
         made: list[Any] = []
@@ -120,6 +122,11 @@ class PrometheusMetrics(Observer):
                 "errors", "Operations that failed because Redis did", (*labels, "operation"),
                 **common,
             )  # fmt: skip
+            made.append(self.errors)
+            self.unavailable = client.Counter(
+                "ratelimit_unavailable", "Web rate-limit checks that could not reach Redis, by "
+                "the decision applied", ("name", "decision"), **common,
+            )  # fmt: skip
         except ValueError as exc:  # prometheus-client's "Duplicated timeseries"
             for metric in made:
                 registry.unregister(metric)
@@ -151,3 +158,6 @@ class PrometheusMetrics(Observer):
 
     def error(self, primitive: str, name: str, operation: str, error: BaseException) -> None:
         self.errors.labels(primitive, self._names(name), operation).inc()
+
+    def rate_limit_unavailable(self, name: str, decision: str) -> None:
+        self.unavailable.labels(self._names(name), decision).inc()
