@@ -14,7 +14,6 @@ Start-up and failover durations are printed in the "topology timings" summary se
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
@@ -25,7 +24,7 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 
-from redlease.server import RedisServer, ServerNotFound, TLSFiles, find_server_binary
+from redlease.server import RedisServer, ServerNotFound, TLSFiles
 from redlease.topology import (
     ACLUser,
     RedisClusterServers,
@@ -34,24 +33,18 @@ from redlease.topology import (
     find_tls_server_binary,
     make_tls_files,
 )
+from tests.support import server_banner, server_older_than
 
 TOPOLOGY_TIMINGS: list[str] = []
 """Lines for the "topology timings" summary: start-ups here, failovers from the tests."""
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    """Show which server binary (and its version banner) the tests run against."""
-    try:
-        binary = find_server_binary()
-    except ServerNotFound as exc:
-        return f"redis server: NOT FOUND ({exc})"
-    try:
-        banner = subprocess.run(
-            [binary, "--version"], capture_output=True, text=True, timeout=10
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError) as exc:
-        banner = f"(--version failed: {exc})"
-    return f"redis server: {binary} -- {banner}"
+    """Show which server binary (and its version) the tests run against."""
+    version, what = server_banner()
+    if version is None:
+        return f"redis server: {what}"
+    return f"redis server: {what}, speaks Redis {'.'.join(map(str, version))}"
 
 
 @pytest.fixture(scope="session")
@@ -173,6 +166,9 @@ def topology_timings() -> list[str]:
 @pytest.fixture(scope="session")
 def cluster_servers() -> Iterator[RedisClusterServers]:
     """The session's Redis Cluster, 3 masters + 1 replica each (prefer ``cluster``)."""
+    older = server_older_than((7, 0))
+    if older is not None:
+        pytest.skip(f"redlease on a Redis Cluster (sharded pub/sub) {older}")
     with RedisClusterServers(masters=3, replicas_per_master=1) as topology:
         TOPOLOGY_TIMINGS.append(
             f"cluster 3 masters + 3 replicas: started in {topology.startup_seconds:.2f}s"

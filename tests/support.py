@@ -6,15 +6,44 @@ Tests in ``tests/_async`` use ``AsyncTasks``; the generated ``tests/_sync`` use 
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import pytest
 import redis
 import redis.asyncio
 
+from redlease.server import ServerNotFound, binary_version, find_server_binary
+
 T = TypeVar("T")
+
+
+@functools.cache
+def server_banner() -> tuple[tuple[int, int, int] | None, str]:
+    """``(the Redis version it speaks, what it is)`` of the tests' server binary, read once
+    (a valkey-server speaks Redis 7.2); ``(None, why)`` when there is none or it is unknown."""
+    try:
+        return binary_version(find_server_binary())
+    except ServerNotFound as exc:
+        return None, str(exc)
+
+
+def server_older_than(version: tuple[int, int]) -> str | None:
+    """Why a test needing Redis ``version`` cannot run here, or None when it can (also when
+    the version is unknown: the test then runs and says what failed)."""
+    found, what = server_banner()
+    if found is None or found[:2] >= version:
+        return None
+    return f"needs Redis >= {version[0]}.{version[1]}; the tests' server is {what}"
+
+
+def needs_server(version: tuple[int, int], feature: str) -> pytest.MarkDecorator:
+    """Skip a test on a server older than ``version``, naming ``feature`` (e.g. WAITAOF)."""
+    why = server_older_than(version)
+    return pytest.mark.skipif(why is not None, reason=f"{feature} {why}")
 
 
 def coroutine_callback(calls: list[str]) -> Callable[[], Awaitable[None]]:

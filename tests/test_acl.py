@@ -32,7 +32,7 @@ def test_the_rules_name_every_command_the_scripts_call() -> None:
 
 def test_the_rules_keep_the_user_to_its_prefix_and_the_waiters_channels() -> None:
     rules = acl_rules("shop")
-    assert rules[:3] == ["~shop:{*", "~shop:ratelimit:*", "&redlease:waiters:*"]
+    assert rules[:4] == ["~shop:{*", "~shop:ratelimit:*", "resetchannels", "&redlease:waiters:*"]
     assert acl_rules("a*b")[0] == "~a\\*b:{*"  # glob characters are matched literally
     assert "+spublish" not in rules and "+spublish" in acl_rules(cluster=True)
     assert "+wait" in acl_rules(replicas=True)

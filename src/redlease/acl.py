@@ -2,7 +2,7 @@
 
 ``acl_rules()`` returns the rules for ``ACL SETUSER <user> on ><password> <rules...>``::
 
-    ACL SETUSER app on >secret ~redlease:{* ~redlease:ratelimit:* &redlease:waiters:* +evalsha ...
+    ACL SETUSER app on >secret ~redlease:{* ~redlease:ratelimit:* resetchannels &redlease:waiters:* ...
 
 or, in an ``aclfile``, the same words after ``user app on >secret``. Nothing else is needed:
 Redis checks the commands a Lua script calls against the user's rules too, so the list holds
@@ -87,7 +87,9 @@ def acl_rules(
         commands += REPLICA_COMMANDS
     start = _glob_escape(prefix)
     keys = [f"~{start}:{{*", f"~{start}:ratelimit:*"]
-    return [*keys, "&redlease:waiters:*", *(f"+{c}" for c in commands)]
+    # resetchannels: a Redis 6.2 user starts with every channel (acl-pubsub-default), and
+    # refuses a channel pattern added to that; from 7.0 it is the default.
+    return [*keys, "resetchannels", "&redlease:waiters:*", *(f"+{c}" for c in commands)]
 
 
 def _glob_escape(text: str) -> str:

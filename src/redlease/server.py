@@ -11,8 +11,10 @@ killed, restarted, paused and resumed to simulate faults::
 from __future__ import annotations
 
 import atexit
+import functools
 import importlib.util
 import os
+import re
 import shutil
 import signal
 import socket
@@ -35,6 +37,7 @@ __all__ = [
     "ServerNotFound",
     "ServerStartError",
     "TLSFiles",
+    "binary_version",
     "embedded_binary",
     "find_server_binary",
 ]
@@ -127,6 +130,30 @@ def find_server_binary() -> str:
             "(ships valkey-server), or install redis-server, or set REDLEASE_SERVER_BIN"
         )
     return found
+
+
+_BANNER = re.compile(r"\b(Redis|Valkey) server v=(\d+)\.(\d+)\.(\d+)")
+_VALKEY_AS_REDIS = (7, 2, 4)  # the Redis every valkey release forked from, and speaks
+_SINCE_7_0 = frozenset({"enable-debug-command"})  # settings a 6.2 server refuses
+
+
+@functools.lru_cache(maxsize=16)
+def binary_version(binary: str) -> tuple[tuple[int, int, int] | None, str]:
+    """``(the Redis version it speaks, a description)`` of a server ``binary``, from its
+    ``--version`` banner (a valkey-server speaks Redis 7.2); ``(None, why)`` if unknown.
+    Read once per binary."""
+    try:
+        banner = subprocess.run(
+            [binary, "--version"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"{binary}: --version failed: {exc}"
+    found = _BANNER.search(banner)
+    if found is None:
+        return None, f"{binary}: {banner!r}"
+    numbers = (int(found[2]), int(found[3]), int(found[4]))
+    version = _VALKEY_AS_REDIS if found[1] == "Valkey" else numbers
+    return version, f"{binary} ({found[1]} {'.'.join(map(str, numbers))})"
 
 
 def _free_port() -> int:
@@ -346,8 +373,13 @@ class RedisServer:
     def _spawn(self, binary: str, port: int) -> None:
         assert self._dir is not None
         listen = {"port": "0", "tls-port": str(port)} if self._tls else {"port": str(port)}
+        version = binary_version(binary)[0]
+        if version is not None and version < (7, 0):  # DEBUG needs no permission before 7.0
+            kept = {k: v for k, v in self._settings.items() if k not in _SINCE_7_0}
+        else:
+            kept = self._settings
         settings = {
-            **self._settings,
+            **kept,
             **(self._tls.server_config() if self._tls else {}),
             "bind": HOST,
             **listen,

@@ -86,6 +86,26 @@ async def test_observe_yields_each_change(async_client: redis.asyncio.Redis) -> 
     assert seen == [None, ("x", election_term[0]), None]
 
 
+async def test_observe_yields_a_term_that_ended_between_two_looks(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    """The loop's body runs between two looks: terms that begin and end there are not lost
+    (the latest of them is yielded, then None), and a later observer is not told of them."""
+    candidate = redlease.Election(async_client, "quick", ttl=30.0)
+    seen: list[Any] = []
+    async for leader in redlease.Election(async_client, "quick").observe(timeout=5):
+        seen.append(leader)
+        if len(seen) in (1, 3):  # nobody leads: one quick term, then two
+            for value in ("x",) if len(seen) == 1 else ("y", "z"):
+                assert await candidate.campaign(value)
+                await candidate.resign()
+        if len(seen) == 5:
+            break
+    assert seen == [None, ("x", 1), None, ("z", 3), None]
+    later = [x async for x in redlease.Election(async_client, "quick").observe(timeout=0.3)]
+    assert later == [None]
+
+
 async def test_observe_stops_after_its_timeout(async_client: redis.asyncio.Redis) -> None:
     seen = [x async for x in redlease.Election(async_client, "quiet").observe(timeout=0.3)]
     assert seen == [None]

@@ -15,6 +15,7 @@ import redis.asyncio
 import redlease.asyncio as redlease
 from redlease.topology import SentinelGroup
 from tests._async.test_lock import keys
+from tests.support import needs_server
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -77,6 +78,7 @@ async def test_wait_aof_without_an_aof_is_a_clear_error_not_a_downgrade(
     assert not await lock.locked()
 
 
+@needs_server((7, 2), "WAITAOF")
 async def test_wait_aof_on_a_server_with_an_aof(make_server: Any) -> None:
     srv = make_server(config={"appendonly": "yes", "appendfsync": "always"})
     client = redis.asyncio.Redis(host=srv.host, port=srv.port)

@@ -202,3 +202,30 @@ def test_use_checks_its_argument() -> None:
         metrics.use(object())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_names"):
         metrics.PrometheusMetrics(prometheus_client.CollectorRegistry(), max_names=-1)
+
+
+def test_prometheus_metrics_twice_on_one_registry_share_the_metrics() -> None:
+    """use(PrometheusMetrics(registry)) run twice (a reload, a second app) does not raise
+    prometheus-client's "Duplicated timeseries": the second records into the first's metrics."""
+    registry = prometheus_client.CollectorRegistry()
+    first = metrics.PrometheusMetrics(registry)
+    second = metrics.PrometheusMetrics(registry)
+    second.lost("lock", "twice")
+    first.lost("lock", "twice")
+    assert sample(registry, "redlease_leases_lost_total", of("twice")) == 2
+    other = metrics.PrometheusMetrics(registry, namespace="other")  # a second set, apart
+    other.lost("lock", "twice")
+    assert sample(registry, "other_leases_lost_total", of("twice")) == 1
+    with pytest.raises(ValueError, match="other buckets or max_names"):
+        metrics.PrometheusMetrics(registry, buckets=(1.0, 2.0))
+
+
+def test_prometheus_metrics_on_names_taken_by_others_say_so() -> None:
+    registry = prometheus_client.CollectorRegistry()
+    prometheus_client.Counter("redlease_errors", "not ours", registry=registry)
+    with pytest.raises(ValueError, match="metrics named like redlease's") as caught:
+        metrics.PrometheusMetrics(registry)
+    assert "Duplicated timeseries" in str(caught.value)
+    # what it had registered before the clash is gone again: another namespace still works
+    assert registry.get_sample_value("redlease_leases_lost_total", of("x")) is None
+    metrics.PrometheusMetrics(registry, namespace="mine").lost("lock", "x")

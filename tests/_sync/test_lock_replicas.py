@@ -16,6 +16,7 @@ import redis
 import redlease as redlease
 from redlease.topology import SentinelGroup
 from tests._sync.test_lock import keys
+from tests.support import needs_server
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -78,6 +79,7 @@ def test_wait_aof_without_an_aof_is_a_clear_error_not_a_downgrade(
     assert not lock.locked()
 
 
+@needs_server((7, 2), "WAITAOF")
 def test_wait_aof_on_a_server_with_an_aof(make_server: Any) -> None:
     srv = make_server(config={"appendonly": "yes", "appendfsync": "always"})
     client = redis.Redis(host=srv.host, port=srv.port)

@@ -70,8 +70,8 @@ def test_latch_replies() -> None:
 
 
 def test_election_replies() -> None:
-    assert decode_watch([1, 3, b"host"]) == (True, Leader("host", 3), -1)
-    assert decode_watch([1, 0, b""]) == (True, None, -1)
+    assert decode_watch([1, 3, b"host", 3]) == (True, Leader("host", 3), 3)
+    assert decode_watch([1, 0, b"", 4]) == (True, None, 4)
     assert decode_watch([0, 250]) == (False, None, 250)
     for bad in ([2, 1], [b"x"], None):
         with pytest.raises(ValueError, match=r"election_watch\.lua"):

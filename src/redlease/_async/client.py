@@ -46,6 +46,7 @@ from .._compat import FAST_PACK, AsyncConnections, pack_command, private_kwargs
 from .._core import eviction
 from .._core.lease import pid
 from .._core.scripts import Script
+from .._core.validate import CLIENT_APIS
 from .._logging import record
 
 __all__ = ["AsyncBackend", "Pending", "backend_for", "check_client"]
@@ -63,6 +64,10 @@ _KINDS = (
     "valkey.asyncio.cluster.ValkeyCluster"
 )
 """The clients this API accepts, for error messages."""
+_READ_ONLY = "READONLY You can't write against a read only replica"
+"""A replica's refusal. Before Redis 7.0 a script passes it on inside its own error, which
+redis-py's Sentinel connection does not recognize (it reconnects on ``ReadOnlyError`` only):
+the connection is dropped here, so that a Sentinel client's next one asks for the master."""
 
 
 @dataclass(frozen=True)
@@ -143,8 +148,7 @@ def check_client(client: Any, arg: str = "client", *, cluster: bool = True) -> N
     if _flavor(client) is None:
         raise TypeError(
             f"{arg} must be a {_KINDS}, got {type(client).__module__}."
-            f"{type(client).__qualname__} (sync clients go with redlease, asyncio clients "
-            "with redlease.asyncio)"
+            f"{type(client).__qualname__} ({CLIENT_APIS})"
         )
 
 
@@ -499,9 +503,12 @@ class AsyncBackend:
                     raise translate(exc) from exc
                 reply = await self._read(conn, time.monotonic(), timeout)
             await self._owed(pending, timeout)
-        except ResponseError:
+        except ResponseError as exc:
             await self._owed(pending, timeout)
-            await self._checkin(conn)  # a complete error reply: the connection is in sync
+            if _READ_ONLY in str(exc):  # a replica: the master moved; the next call reconnects
+                await self._discard(conn)
+            else:
+                await self._checkin(conn)  # a complete error reply: the connection is in sync
             raise
         except BaseException:
             await self._discard(conn)

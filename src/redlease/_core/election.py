@@ -83,11 +83,13 @@ def election_info(snapshot: Snapshot, name: str | bytes) -> ElectionInfo:
 
 
 def decode_watch(raw: Any) -> tuple[bool, Leader | None, int]:
-    """``election_watch.lua``'s reply: (changed, the leader now, ms its lease has left)."""
+    """``election_watch.lua``'s reply: (changed, the leader to report, ms its lease has left
+    when unchanged, else the latest term granted)."""
     try:
-        if int(raw[0]) == 1 and len(raw) == 3:
+        if int(raw[0]) == 1 and len(raw) == 4:
             term, value = int(raw[1]), as_bytes(raw[2])
-            return True, (Leader(value.decode(errors="replace"), term) if term else None), -1
+            leader = Leader(value.decode(errors="replace"), term) if term else None
+            return True, leader, int(raw[3])
     except (TypeError, ValueError, IndexError) as exc:
         raise ValueError(f"unexpected reply from election_watch.lua: {raw!r}") from exc
     status, ms = int_list(raw, "election_watch.lua", 2)

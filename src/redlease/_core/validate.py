@@ -12,6 +12,7 @@ import threading
 from typing import Any
 
 __all__ = [
+    "CLIENT_APIS",
     "MAX_COUNT",
     "MAX_TTL",
     "MIN_LEASE",
@@ -35,6 +36,9 @@ machine. A 1 ms lease (what ``ttl=0.0001`` used to become) is lost before it can
 and Redis itself only expires keys to the millisecond."""
 MAX_COUNT = 10**12
 """The largest count accepted (units, limits): Lua's numbers stay exact far beyond it."""
+CLIENT_APIS = "sync clients go with redlease, asyncio clients with redlease.asyncio"
+"""Which API takes which client, for refusing a client of the other kind. It lives here, outside
+the code scripts/unasync.py rewrites, so that the sync API's message names redlease.asyncio too."""
 
 
 def _number(value: Any, arg: str) -> float:

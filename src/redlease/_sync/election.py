@@ -42,8 +42,8 @@ class Election(Shared):
       pass it to your storage and reject older ones, so a paused ex-leader cannot act);
     * a leader that loses its lease is told: ``on_lost`` runs (from the watchdog) and
       ``resign()`` raises :class:`~redlease.LeadershipLost`;
-    * :meth:`observe` yields every change of leader (the latest, if several happen
-      between two looks) without polling; a Redis failure raises
+    * :meth:`observe` yields every change of leader without polling, also a term that began
+      and ended between two looks (the latest, if several did); a Redis failure raises
       :class:`~redlease.ElectionUnavailable`.
 
     A process paused longer than the ttl (GC, SIGSTOP) may still believe it leads until its
@@ -164,21 +164,26 @@ class Election(Shared):
     def observe(self, timeout: float | None = None) -> Iterator[Leader | None]:
         """Yield the leader now, then each time it changes (``None``: nobody leads).
 
-        Woken by pub/sub, no polling. Stops after ``timeout`` seconds without a change
-        (``None``: never; break out of the loop to stop).
+        A term that began and ended before this loop looked again is yielded too, then
+        ``None``; of several such terms in a row, the latest. Woken by pub/sub, no polling.
+        Stops after ``timeout`` seconds without a change (``None``: never; break out of the
+        loop to stop).
         """
         limit = validate.timeout(timeout)
-        known = -1
+        known, seen = -1, 0  # the term last yielded (0: nobody), the highest term told of
         while True:
             deadline = None if limit is None else time.monotonic() + limit
-            found = self._watch(known, deadline)
+            found = self._watch(known, seen, deadline)
             if found is None:
                 return
-            leader = found[0]
+            leader, latest = found
             known = 0 if leader is None else leader.term
+            seen = max(seen, latest, known)
             yield leader
 
-    def _watch(self, known: int, deadline: float | None) -> tuple[Leader | None] | None:
+    def _watch(
+        self, known: int, seen: int, deadline: float | None
+    ) -> tuple[Leader | None, int] | None:
         runtime = self._runtime()
         token = new_token()
         keep = 3 * self._ttl_ms + 10 * self._window_ms
@@ -187,13 +192,16 @@ class Election(Shared):
             try:
                 raw = self._call(
                     WATCH,
-                    (self._keys.in_order(), [token, int(join), known, self._channels(), keep]),
+                    (
+                        self._keys.in_order(),
+                        [token, int(join), known, self._channels(), keep, seen],
+                    ),
                 )
             except RedisError as exc:
                 raise self._unavailable("watch", exc) from exc
             changed, leader, ms = decode_watch(raw)
             if changed:
-                return Outcome(result=(leader,))
+                return Outcome(result=(leader, ms))
             return Outcome(refusals=((0, True, ms),), answered=(0,), queued=(0,) if join else ())
 
         def leave(servers: list[int], timeout: float | None) -> None:
@@ -202,7 +210,7 @@ class Election(Shared):
             except RedisError as exc:
                 raise self._unavailable("stop watching", exc) from exc
 
-        found: tuple[Leader | None] | None = wait_turn(
+        found: tuple[Leader | None, int] | None = wait_turn(
             [runtime.hub_for(self._keys.holders)],
             token,
             attempt,

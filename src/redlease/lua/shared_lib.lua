@@ -10,7 +10,8 @@
 --   granted   ZSET    queued token -> deadline (server ms) to take the units reserved for it
 --   fence     STRING  counter raised by every grant (next_fence): never expires, never reset
 --   capacity  STRING  the stored capacity (Semaphore's permits; others pass it in ARGV)
---   payload   HASH    holder token -> "<fence> <value>" (value: Election's leader's; else "")
+--   payload   HASH    holder token -> "<fence> <value>" (value: Election's leader's; else ""), and
+--                     field '' -> the same of the latest grant with a value (kept, as fence)
 -- (units and payload have no expiry: a holder's entries are deleted with it, as it is purged)
 --   watchers  ZSET    tokens told "H<token> 0" whenever the set of holders changes
 -- A waiter is served when every waiter ahead of it fits along with it (strict FIFO: a writer
@@ -109,7 +110,13 @@ local function grant(S, token, want, lease, now, value)
   local fence = next_fence(S.fence)
   -- Every holder's fence is kept (Election: with its value): inspect tells who holds what
   -- since when from it (a fence is the server's time of the grant, see _core/holder.py).
-  redis.call('HSET', S.payload, token, string.format('%d', fence) .. ' ' .. (value or ''))
+  -- Field '' keeps the latest grant with a value, for watchers that look after it ended.
+  local entry = string.format('%d', fence) .. ' ' .. (value or '')
+  if value then
+    redis.call('HSET', S.payload, token, entry, '', entry)
+  else
+    redis.call('HSET', S.payload, token, entry)
+  end
   keep(S.holders, 3 * lease)  -- units and payload never expire: entries go with their holder
   notify(S)
   return fence

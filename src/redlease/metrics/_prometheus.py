@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import weakref
 from typing import Any
 
 from ._names import Names
@@ -11,6 +13,12 @@ __all__ = ["BUCKETS", "PrometheusMetrics"]
 
 BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
 """Histogram buckets in seconds: from an uncontended acquire to a long-held lock."""
+
+_REGISTERED: weakref.WeakKeyDictionary[Any, dict[str, tuple[Any, PrometheusMetrics]]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Per registry and namespace: the settings and the first PrometheusMetrics registered there."""
+_GUARD = threading.Lock()
 
 
 class PrometheusMetrics(Observer):
@@ -46,8 +54,10 @@ class PrometheusMetrics(Observer):
         """Create the metrics and register them.
 
         :param registry: a ``prometheus_client.CollectorRegistry`` (default: the global
-            ``prometheus_client.REGISTRY``). One ``PrometheusMetrics`` per registry: a second
-            would register the same names again, which prometheus-client refuses.
+            ``prometheus_client.REGISTRY``). A second ``PrometheusMetrics`` on the same
+            registry and namespace records into the first one's metrics (``use()`` may run
+            twice: a reload, a test); with other ``buckets`` or ``max_names`` it raises
+            ``ValueError``.
         :param max_names: how many distinct lock names get a label of their own; later
             ones are labelled ``"other"``.
         :param namespace: the metric names' prefix.
@@ -59,44 +69,79 @@ class PrometheusMetrics(Observer):
             raise ImportError(
                 "PrometheusMetrics needs prometheus-client: pip install 'redlease[prometheus]'"
             ) from exc
-        self._names = Names(max_names)
+        names = Names(max_names)
         registry = prometheus_client.REGISTRY if registry is None else registry
+        settings = (tuple(buckets), names.limit)
+        with _GUARD:
+            sets = _REGISTERED.setdefault(registry, {})
+            known = sets.get(namespace)
+            if known is not None:  # use() again (a reload, a second app): the same metrics
+                if known[0] != settings:
+                    raise ValueError(
+                        f"registry already has redlease's metrics under namespace "
+                        f"{namespace!r} with other buckets or max_names: pass the same ones, "
+                        "or another namespace"
+                    )
+                self.__dict__.update(known[1].__dict__)
+                return
+            self._names = names
+            self._register(prometheus_client, registry, namespace, tuple(buckets))
+            sets[namespace] = (settings, self)
+
+    def _register(self, client: Any, registry: Any, namespace: str, buckets: Any) -> None:
+        """Create the metrics in ``registry``; a clear ValueError if a name is taken."""
         labels = ("primitive", "name")
         common: dict[str, Any] = {"namespace": namespace, "registry": registry}
-        self.wait = prometheus_client.Histogram(
-            "acquire_wait_seconds",
-            "Seconds an acquire() waited, by outcome",
-            (*labels, "outcome"),
-            buckets=buckets,
-            **common,
-        )
-        self.hold = prometheus_client.Histogram(
-            "hold_seconds", "Seconds a lock was held (acquire to release)", labels,
-            buckets=buckets, **common,
-        )  # fmt: skip
-        self.waiters = prometheus_client.Gauge(
-            "waiters", "acquire() calls in progress (mostly waiting)", labels, **common
-        )
-        self.cache_lookups = prometheus_client.Counter(
-            "cache_lookups", "Calls of redlease.cached functions, by outcome",
-            ("name", "outcome"), **common,
-        )  # fmt: skip
-        self.renewals = prometheus_client.Counter(
-            "renewals", "Lease renewals by the watchdog, by outcome", (*labels, "outcome"),
-            **common,
-        )  # fmt: skip
-        self.lost_leases = prometheus_client.Counter(
-            "leases_lost", "Leases lost while held", labels, **common
-        )
-        self.errors = prometheus_client.Counter(
-            "errors", "Operations that failed because Redis did", (*labels, "operation"),
-            **common,
-        )  # fmt: skip
-
-        self.unavailable = prometheus_client.Counter(
-            "ratelimit_unavailable", "Web rate-limit checks that could not reach Redis, by "
-            "the decision applied", ("name", "decision"), **common,
-        )  # fmt: skip
+        made: list[Any] = []
+        try:
+            self.wait = client.Histogram(
+                "acquire_wait_seconds",
+                "Seconds an acquire() waited, by outcome",
+                (*labels, "outcome"),
+                buckets=buckets,
+                **common,
+            )
+            made.append(self.wait)
+            self.hold = client.Histogram(
+                "hold_seconds", "Seconds a lock was held (acquire to release)", labels,
+                buckets=buckets, **common,
+            )  # fmt: skip
+            made.append(self.hold)
+            self.waiters = client.Gauge(
+                "waiters", "acquire() calls in progress (mostly waiting)", labels, **common
+            )
+            made.append(self.waiters)
+            self.cache_lookups = client.Counter(
+                "cache_lookups", "Calls of redlease.cached functions, by outcome",
+                ("name", "outcome"), **common,
+            )  # fmt: skip
+            made.append(self.cache_lookups)
+            self.renewals = client.Counter(
+                "renewals", "Lease renewals by the watchdog, by outcome", (*labels, "outcome"),
+                **common,
+            )  # fmt: skip
+            made.append(self.renewals)
+            self.lost_leases = client.Counter(
+                "leases_lost", "Leases lost while held", labels, **common
+            )
+            made.append(self.lost_leases)
+            self.errors = client.Counter(
+                "errors", "Operations that failed because Redis did", (*labels, "operation"),
+                **common,
+            )  # fmt: skip
+            made.append(self.errors)
+            self.unavailable = client.Counter(
+                "ratelimit_unavailable", "Web rate-limit checks that could not reach Redis, by "
+                "the decision applied", ("name", "decision"), **common,
+            )  # fmt: skip
+            made.append(self.unavailable)
+        except ValueError as exc:  # prometheus-client's "Duplicated timeseries"
+            for metric in made:
+                registry.unregister(metric)
+            raise ValueError(
+                f"registry already has metrics named like redlease's ({namespace}_...), not "
+                f"registered by a PrometheusMetrics: pass another namespace ({exc})"
+            ) from exc
 
     def acquired(self, primitive: str, name: str, waited: float) -> None:
         self.wait.labels(primitive, self._names(name), "acquired").observe(waited)

@@ -19,7 +19,15 @@ import redis
 import redis.asyncio.cluster
 import redis.cluster
 
-from redlease.server import _START_ATTEMPTS, HOST, RedisServer, _free_port, find_server_binary
+from redlease.server import (
+    _START_ATTEMPTS,
+    HOST,
+    RedisServer,
+    ServerStartError,
+    _free_port,
+    binary_version,
+    find_server_binary,
+)
 from redlease.topology._common import (
     FAILOVER_TIMEOUT,
     LIVE,
@@ -138,6 +146,12 @@ class RedisClusterServers:
             return self
         began = time.monotonic()
         binary = self._binary or find_server_binary()
+        version, what = binary_version(binary)
+        if version is not None and version < (7, 0):  # no cluster-port setting before 7.0
+            raise ServerStartError(
+                f"a Redis Cluster here needs Redis >= 7.0 (redlease needs sharded pub/sub on "
+                f"a Cluster): {what}"
+            )
         total = self._n_masters * (1 + self._n_replicas)
         for attempt in range(1, _START_ATTEMPTS + 1):
             # A node's bus port is chosen free, but another process (a second test worker

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import TextIO
 
@@ -24,21 +25,29 @@ def table(rows: Sequence[Sequence[str]], out: TextIO, *, indent: str = "  ") -> 
         print(indent + "   ".join(cells).rstrip(), file=out)
 
 
+EVERY = 2.0
+"""Seconds between two progress lines when stderr is not a terminal (a log, a pipe)."""
+
+
 class Progress:
-    """Live progress on stderr: one rewritten line on a terminal, plain lines otherwise."""
+    """Live progress on stderr: one rewritten line on a terminal; elsewhere a plain line every
+    :data:`EVERY` seconds, so that a long phase is never silent."""
 
     def __init__(self, stream: TextIO) -> None:
         """Write to ``stream``; in-place updates only if it is a terminal."""
         self.stream = stream
         self.tty = stream.isatty()
         self._width = 0
+        self._last = time.monotonic()
 
     def update(self, text: str) -> None:
-        """Show ``text`` in place of the current progress line (terminals only)."""
+        """Show ``text`` in place of the current progress line (elsewhere: every few s)."""
         if self.tty:
             self.stream.write("\r" + text.ljust(self._width))
             self.stream.flush()
             self._width = len(text)
+        elif time.monotonic() - self._last >= EVERY:
+            self.line(text)
 
     def line(self, text: str) -> None:
         """Print ``text`` as a line of its own, replacing any progress line."""
@@ -48,3 +57,4 @@ class Progress:
         else:
             self.stream.write(text + "\n")
         self.stream.flush()
+        self._last = time.monotonic()

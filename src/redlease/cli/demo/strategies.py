@@ -53,7 +53,7 @@ STRATEGIES = ("naive", "watch", "lock", "atomic")
 EXPLAINED = {
     "naive": "GET stock, check, SET stock-1: buyers who read the same stock all sell it",
     "watch": "WATCH/MULTI/EXEC: correct, but a transaction retries when another commits first",
-    "lock": "redlease.Lock around GET/SET: correct, but buyers wait their turn, one at a time",
+    "lock": "redlease.Lock around GET/SET: any code fits in it, but one buyer at a time holds it",
     "atomic": "Inventory.reserve: check and take in one script, one round trip, no waiting",
 }
 """One line per strategy, for the report."""
