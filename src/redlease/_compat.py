@@ -411,12 +411,15 @@ class Connections:
         pool's own ``redis_connect_func``, in its place if set) with each reply within
         ``timeout`` seconds instead of the connection's socket timeout."""
         sock = conn._sock
-        sock.settimeout(timeout)  # the sync connection reads with its socket's timeout
+        if not hasattr(sock, "settimeout"):  # fakeredis' in-process socket: nothing to bound
+            timeout = conn.socket_timeout
+        else:
+            sock.settimeout(timeout)  # the sync connection reads with its socket's timeout
         try:
             if inner is None:
                 conn.on_connect()
             else:
                 inner(conn)
         finally:
-            if conn._sock is sock:
+            if conn._sock is sock and timeout != conn.socket_timeout:
                 sock.settimeout(conn.socket_timeout)

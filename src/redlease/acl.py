@@ -2,7 +2,8 @@
 
 ``acl_rules()`` returns the rules for ``ACL SETUSER <user> on ><password> <rules...>``::
 
-    ACL SETUSER app on >secret ~redlease:{* ~redlease:ratelimit:* resetchannels &redlease:waiters:* ...
+    ACL SETUSER app on >secret ~redlease:{* ~redlease:ratelimit:* resetchannels
+        &redlease:waiters:* ...
 
 or, in an ``aclfile``, the same words after ``user app on >secret``. Nothing else is needed:
 Redis checks the commands a Lua script calls against the user's rules too, so the list holds
