@@ -33,7 +33,7 @@ from .._core.lock import (
 from .._core.replicas import decode_ack, wait_command
 from .._core.scripts import Script
 from .._core.waiters import Outcome
-from .._synchronization import AsyncBackground, AsyncShield
+from .._synchronization import AsyncShield
 from ..errors import LockUnavailable, ReplicasUnavailable
 from .client import check_client
 from .handle import AsyncHandle
@@ -377,9 +377,8 @@ class _Grantee:
         elif ok is False:  # the grant's short lease ran out before the claim landed
             if holding.active:
                 _observe.lost(holding, "claim")
-            callback = holding.mark_lost()
-            if callback is not None:
-                AsyncBackground.call(callback)
+            # (off this thread: it may be a waiter reading the hub, or the watchdog)
+            self._lock._runtime().renewer.notify(holding.mark_lost())
         # A failed call: the holding keeps the grant's short lease; the watchdog finds out.
 
     def abandon(self, holding: Holding) -> None:

@@ -29,7 +29,7 @@ from .._core.waiters import WAITERS, Outcome
 from .._fanout import NOT_YET, AsyncFanOut, Late, Unsent, hung
 from .._synchronization import AsyncBackground, AsyncShield
 from ..errors import QuorumUnavailable
-from .client import AsyncBackend, check_client
+from .client import AsyncBackend, check_client, connecting_by
 from .handle import AsyncHandle
 from .runtime import AsyncRuntime, runtime_for
 from .waiting import wait_turn
@@ -502,9 +502,11 @@ class AsyncQuorumRenewal:
         ``RedisError`` when fewer than a majority answered (cannot tell)."""
         keys, args = renewals.batch_call(due)
         start = time.monotonic()
-        replies = await AsyncFanOut.run(
-            [(backend, script, keys, args) for backend in self.backends], self.timeout
-        )
+        end = min(h.expires_at for h in due)  # (a connection opened meanwhile: by then too)
+        with connecting_by(max(end, start + self.timeout)):
+            replies = await AsyncFanOut.run(
+                [(backend, script, keys, args) for backend in self.backends], self.timeout
+            )
         answered = []
         for reply in replies:
             try:

@@ -94,8 +94,8 @@ class Holding:
     acquired_at: float = 0.0
     # A granted lock whose claim's reply is not read yet (the shell's callable, awaitable in
     # asyncio): ``expires_at`` is the grant's short lease until it is. Release, extend and the
-    # watchdog call it first (see ``waiters.Grantee.unread``).
-    settle: Callable[[], Any] | None = field(default=None, repr=False)
+    # watchdog call it first (see ``waiters.Grantee.unread``; the watchdog with a deadline).
+    settle: Callable[..., Any] | None = field(default=None, repr=False)
 
     @property
     def active(self) -> bool:

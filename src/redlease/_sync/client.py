@@ -27,6 +27,7 @@ class with the same methods, in ``cluster.py``.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import logging
 import sys
@@ -47,7 +48,7 @@ from .._core.lease import pid
 from .._core.scripts import Script
 from .._logging import record
 
-__all__ = ["Backend", "Pending", "backend_for", "check_client"]
+__all__ = ["Backend", "Pending", "backend_for", "check_client", "connecting_by"]
 
 KEPT = 8
 """The most idle connections a backend keeps between calls (more go back to its pool)."""
@@ -158,6 +159,9 @@ def backend_for(client: Any, arg: str = "client") -> Backend:
     return Backend(client, flavor)
 
 
+MIN_HANDSHAKE = 0.01
+"""The least time a handshake is given under :func:`connecting_by`, however late it starts."""
+
 PROBE = 0.5
 """Seconds after a server was found down before a sync fan-out asks it in turn again (see
 :meth:`Backend.probe`); the pause doubles, up to :data:`PROBE_MAX`, while it keeps not
@@ -251,10 +255,10 @@ class Backend:
         pool: Any = self.client.connection_pool
         no_retry = self._flavor.retry_class(self._flavor.no_backoff(), 0)
         kwargs = private_kwargs(pool, no_retry, timeout)
-        if timeout is not None:  # the handshake is part of connecting, not a reply
-            kwargs["redis_connect_func"] = functools.partial(
-                _handshake, weakref.ref(self._root), kwargs.get("redis_connect_func")
-            )
+        # The handshake is part of connecting, not a reply (and is bounded by connecting_by).
+        kwargs["redis_connect_func"] = functools.partial(
+            _handshake, weakref.ref(self._root), kwargs.get("redis_connect_func"), timeout
+        )
         return self._flavor.pool_class(connection_class=pool.connection_class, **kwargs)
 
     @property
@@ -732,15 +736,39 @@ def _forget_kept(kept: list[tuple[Any, float]]) -> None:
     kept.clear()
 
 
-def _handshake(root: Any, inner: Any, conn: Any) -> None:
-    """``redis_connect_func`` of a deadline backend's connections: the handshake replies
-    within the connect timeout (a loaded or briefly paused server is not a dead one), unless
-    the server is known not to answer (then within the deadline, as any reply)."""
+_CONNECT_BY: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "redlease_connect_by", default=None
+)
+
+
+@contextmanager
+def connecting_by(deadline: float) -> Iterator[None]:
+    """Within the block (this thread, or this task and the tasks it starts), a connection
+    opened for a call has its handshake answered by ``deadline`` (monotonic clock), whatever
+    the socket timeout: the watchdog's renewals, which are worth nothing once the leases
+    they renew have ended. (The TCP connect itself keeps its connect timeout.)"""
+    token = _CONNECT_BY.set(deadline)
+    try:
+        yield
+    finally:
+        _CONNECT_BY.reset(token)
+
+
+def _handshake(root: Any, inner: Any, deadline: float | None, conn: Any) -> None:
+    """``redis_connect_func`` of the private pools' connections. A deadline backend's
+    (``deadline`` set) has its handshake answered within the connect timeout (a loaded or
+    briefly paused server is not a dead one), unless the server is known not to answer (then
+    within the deadline, as any reply); others within the socket timeout. Both at most until
+    the :func:`connecting_by` deadline, if one is set."""
     backend = root()
-    if backend is not None and backend._graced():
-        Connections.handshake(conn, conn.socket_connect_timeout, inner)
-    else:
-        Connections.handshake(conn, conn.socket_timeout, inner)
+    limit = conn.socket_timeout
+    if deadline is not None and backend is not None and backend._graced():
+        limit = conn.socket_connect_timeout
+    by = _CONNECT_BY.get()
+    if by is not None:
+        left = max(by - time.monotonic(), MIN_HANDSHAKE)
+        limit = left if limit is None else min(limit, left)
+    Connections.handshake(conn, limit, inner)
 
 
 def _forget_parked(parked: list[Any]) -> None:

@@ -57,10 +57,11 @@ from redis.exceptions import (
 
 from .._core import renewals
 from .._core.cluster import sharded_pubsub_refusal
+from .._core.kept import kept
 from .._core.lease import Holding
 from .._core.scripts import Script
 from .._synchronization import Background, Event, Mutex
-from .client import Backend, Pending, _Flavor, _redis_flavor, translate
+from .client import Backend, Pending, _Flavor, _redis_flavor, connecting_by, translate
 from .hub import TICK
 from .renewer import MIN_WAIT
 
@@ -646,7 +647,8 @@ class _NodeSubscriptions:
                     self._end(exc)
                     self._close()
                     return
-                sub.deliver(exc if isinstance(exc, MovedError) else _refused(exc))
+                refusal = exc if isinstance(exc, MovedError) else _refused(exc)
+                sub.deliver(kept(refusal, ConnectionError))
                 continue
             except Exception as exc:  # broken, or closed under us
                 self._end(exc)
@@ -681,13 +683,15 @@ class _NodeSubscriptions:
             sub.deliver(item)
 
     def _end(self, exc: BaseException) -> None:
-        """The connection failed: every subscription on it ends with ``exc``."""
+        """The connection failed: every subscription on it ends with ``exc`` (each with a copy
+        of its own, with no frames: it waits in the inbox until its hub reads it, and is
+        raised there)."""
         with self._guard:
             self.closed = True
             subs, self._subs = list(self._subs.values()), {}
             self._pending.clear()
         for sub in subs:
-            sub.deliver(exc)
+            sub.deliver(kept(exc, ConnectionError))
 
     def _close(self) -> None:
         with _guard:
@@ -734,13 +738,18 @@ class ClusterRenewal:
 
         Bounded by the shortest lease left in the batch, as on one server.
         """
+        end = min(h.expires_at for h in due)
+        with connecting_by(end):  # a connection opened for it: by the earliest lease end
+            return self._renew(script, due, end)
+
+    def _renew(self, script: Script, due: list[Holding], end: float) -> list[bool]:
         backend = self.backend
         by_node: dict[int, tuple[Backend, dict[int, list[int]]]] = {}
         for i, holding in enumerate(due):
             slot = key_slot(holding.key)
             node = backend.owner(slot)
             by_node.setdefault(id(node), (node, {}))[1].setdefault(slot, []).append(i)
-        left = max(min(h.expires_at for h in due) - time.monotonic(), MIN_WAIT)
+        left = max(end - time.monotonic(), MIN_WAIT)
         result: list[bool] = [False] * len(due)
         failed: Exception | None = None
         sent: list[tuple[_Batch, list[list[int]]]] = []

@@ -30,7 +30,7 @@ from .._core.waiters import WAITERS, Outcome
 from .._fanout import NOT_YET, FanOut, Late, Unsent, hung
 from .._synchronization import Background, Shield
 from ..errors import QuorumUnavailable
-from .client import Backend, check_client
+from .client import Backend, check_client, connecting_by
 from .handle import Handle
 from .runtime import Runtime, runtime_for
 from .waiting import wait_turn
@@ -503,9 +503,11 @@ class QuorumRenewal:
         ``RedisError`` when fewer than a majority answered (cannot tell)."""
         keys, args = renewals.batch_call(due)
         start = time.monotonic()
-        replies = FanOut.run(
-            [(backend, script, keys, args) for backend in self.backends], self.timeout
-        )
+        end = min(h.expires_at for h in due)  # (a connection opened meanwhile: by then too)
+        with connecting_by(max(end, start + self.timeout)):
+            replies = FanOut.run(
+                [(backend, script, keys, args) for backend in self.backends], self.timeout
+            )
         answered = []
         for reply in replies:
             try:
