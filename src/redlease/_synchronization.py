@@ -14,11 +14,11 @@ import logging
 import queue
 import sys
 import threading
-import traceback
 from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable
 from typing import Any, ParamSpec, TypeVar
 
 from ._core.lease import pid
+from ._logging import record
 
 __all__ = [
     "MIN_BUDGET",
@@ -300,8 +300,6 @@ class AtShutdown:
 
 
 _cleanups: set[Any] = set()  # background tasks, kept alive until done
-_log = logging.getLogger("redlease")
-_ON_LOST_FAILED = {"redlease_event": "on_lost_failed"}
 
 
 def _log_callback_task(task: asyncio.Future[Any]) -> None:
@@ -313,10 +311,8 @@ def _log_callback_task(task: asyncio.Future[Any]) -> None:
 
 
 def _log_failure(exc: BaseException) -> None:
-    """Log a callback's error; then clear the locals of its finished frames, which a handler
-    that keeps records (a buffer, a test's capture) would otherwise keep alive with it."""
-    _log.error("on_lost callback failed", exc_info=exc, extra=_ON_LOST_FAILED)
-    traceback.clear_frames(exc.__traceback__)  # (the text is made from code, not locals)
+    """Log a callback's error: its traceback as text, no frames kept (see ``record``)."""
+    record(logging.ERROR, "on_lost_failed", "on_lost callback failed", exc_info=exc)
 
 
 class AsyncCallbacks:

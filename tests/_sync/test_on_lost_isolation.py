@@ -9,7 +9,6 @@ turn of the loop, a coroutine as a task of its own).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
