@@ -110,13 +110,18 @@ class Event:
 
 
 class AsyncMutex:
-    """A process-local mutex for tasks: a lock handle's users queue on it."""
+    """A process-local mutex for tasks: a lock handle's users queue on it.
+
+    A forked child starts with a free one (its parent's state, and event loop, are not its)."""
 
     def __init__(self) -> None:
         self._lock = asyncio.Lock()
+        self._pid = pid()
 
     async def acquire(self, timeout: float | None) -> bool:
         """Take the mutex within ``timeout`` seconds (``None``: no limit)."""
+        if self._pid != pid():
+            self._lock, self._pid = asyncio.Lock(), pid()
         if timeout is not None and timeout <= 0:
             if self._lock.locked():
                 return False
@@ -132,13 +137,18 @@ class AsyncMutex:
 
 
 class Mutex:
-    """A process-local mutex for threads: a lock handle's users queue on it."""
+    """A process-local mutex for threads: a lock handle's users queue on it.
+
+    A forked child starts with a free one (its parent's threads are not in it)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._pid = pid()
 
     def acquire(self, timeout: float | None) -> bool:
         """Take the mutex within ``timeout`` seconds (``None``: no limit)."""
+        if self._pid != pid():
+            self._lock, self._pid = threading.Lock(), pid()
         if timeout is None:
             return self._lock.acquire()
         return self._lock.acquire(timeout=max(timeout, 0.0))
@@ -151,7 +161,9 @@ class AsyncBackground:
     """A background task of the running event loop (the watchdog, the waiter hub's reader)."""
 
     OWNER = "task"
-    """What owns a lock, in error messages."""
+    """What acquired a lock (RLock re-entry is per task), in error messages."""
+    HOLDER = "event loop"
+    """What may release or extend a held lock (any task of its loop), in error messages."""
     ASYNC = True
     """Coroutine callbacks can be run (on the lock's event loop)."""
     LEADS = False
@@ -203,18 +215,27 @@ class AsyncBackground:
 
     @staticmethod
     def owner() -> Hashable:
-        """Who holds a lock: the current task."""
+        """Who acquires a lock: the current task (for RLock re-entry and self-deadlock)."""
         task = asyncio.current_task()
         if task is None:  # pragma: no cover - redlease.asyncio is always called from a task
             raise RuntimeError("redlease.asyncio must be used from within an asyncio task")
         return task
+
+    @staticmethod
+    def holder() -> Hashable:
+        """Who may release or extend a lock: any task of the running loop, as with
+        ``asyncio.Lock`` (so one taken through ``wait_for``, ``gather``, ``create_task`` or
+        ``shield`` is released by the code that awaited it), in this process."""
+        return (pid(), asyncio.get_running_loop())
 
 
 class Background:
     """A background daemon thread (the watchdog, the waiter hub's reader)."""
 
     OWNER = "thread"
-    """What owns a lock, in error messages."""
+    """What acquired a lock, in error messages."""
+    HOLDER = "thread"
+    """What may release or extend a held lock (the thread that acquired), in error messages."""
     ASYNC = False
     """Coroutine callbacks cannot be run (there is no event loop to run them on)."""
     LEADS = True
@@ -248,8 +269,14 @@ class Background:
 
     @staticmethod
     def owner() -> Hashable:
-        """Who holds a lock: the current thread."""
+        """Who acquires a lock: the current thread."""
         return threading.current_thread()
+
+    @staticmethod
+    def holder() -> Hashable:
+        """Who may release or extend a lock: the thread that acquired it, in this process
+        (a forked child's thread object is its parent's)."""
+        return (pid(), threading.current_thread())
 
 
 class AsyncAtShutdown:

@@ -134,10 +134,24 @@ async def test_release_twice_and_extend_unheld_raise_not_owned(
     assert not isinstance(info.value, redlease.LockLost)
 
 
-async def test_only_the_acquiring_owner_may_release(async_client: redis.asyncio.Redis) -> None:
+async def test_who_may_release_a_held_lock(async_client: redis.asyncio.Redis) -> None:
+    """Threads: only the thread that acquired; another sees no fence and owned() False.
+    asyncio: any task of the loop, as with ``asyncio.Lock`` (docs/safety.md)."""
     lock = redlease.Lock(async_client, "mine")
     await lock.acquire()
-    with pytest.raises(redlease.LockNotOwned, match="held by another"):
+    fence = lock.fence
+    assert fence is not None and await lock.owned()  # the acquirer sees it held
+
+    async def seen() -> tuple[int | None, bool]:
+        return lock.fence, await lock.owned()
+
+    if AsyncTasks.ASYNC:
+        assert await AsyncTasks.run(seen) == (fence, True)
+        await AsyncTasks.run(lock.release)
+        assert await async_client.exists(keys("mine").lock) == 0
+        return
+    assert await AsyncTasks.run(seen) == (None, False)
+    with pytest.raises(redlease.LockNotOwned, match="held by another thread"):
         await AsyncTasks.run(lock.release)
     assert await lock.owned()
     await lock.release()

@@ -56,15 +56,25 @@ async def test_context_manager_and_no_permit(async_client: redis.asyncio.Redis) 
 
 
 async def test_a_permit_belongs_to_its_owner(async_client: redis.asyncio.Redis) -> None:
+    """Threads: to the thread that took it. asyncio: to the handle (any task of its loop)."""
     sem = redlease.Semaphore(async_client, "owner", 3)
     assert await sem.acquire()
+    fence = sem.fence
+    assert fence is not None
 
     async def other() -> None:
-        with pytest.raises(redlease.PermitNotHeld):
+        if AsyncTasks.ASYNC:
+            assert sem.fence == fence and await sem.owned()
+            await sem.release()
+            return
+        assert sem.fence is None and not await sem.owned()
+        with pytest.raises(redlease.PermitNotHeld, match="this thread holds nothing"):
             await sem.release()
 
     await AsyncTasks.run(other)
-    await sem.release()
+    if not AsyncTasks.ASYNC:
+        await sem.release()
+    assert await sem.available() == 3
 
 
 async def test_a_waiter_is_woken_by_a_release(async_client: redis.asyncio.Redis) -> None:

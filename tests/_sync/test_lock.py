@@ -135,10 +135,24 @@ def test_release_twice_and_extend_unheld_raise_not_owned(
     assert not isinstance(info.value, redlease.LockLost)
 
 
-def test_only_the_acquiring_owner_may_release(client: redis.Redis) -> None:
+def test_who_may_release_a_held_lock(client: redis.Redis) -> None:
+    """Threads: only the thread that acquired; another sees no fence and owned() False.
+    asyncio: any task of the loop, as with ``asyncio.Lock`` (docs/safety.md)."""
     lock = redlease.Lock(client, "mine")
     lock.acquire()
-    with pytest.raises(redlease.LockNotOwned, match="held by another"):
+    fence = lock.fence
+    assert fence is not None and lock.owned()  # the acquirer sees it held
+
+    def seen() -> tuple[int | None, bool]:
+        return lock.fence, lock.owned()
+
+    if Tasks.ASYNC:
+        assert Tasks.run(seen) == (fence, True)
+        Tasks.run(lock.release)
+        assert client.exists(keys("mine").lock) == 0
+        return
+    assert Tasks.run(seen) == (None, False)
+    with pytest.raises(redlease.LockNotOwned, match="held by another thread"):
         Tasks.run(lock.release)
     assert lock.owned()
     lock.release()

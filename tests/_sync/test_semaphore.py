@@ -57,15 +57,25 @@ def test_context_manager_and_no_permit(client: redis.Redis) -> None:
 
 
 def test_a_permit_belongs_to_its_owner(client: redis.Redis) -> None:
+    """Threads: to the thread that took it. asyncio: to the handle (any task of its loop)."""
     sem = redlease.Semaphore(client, "owner", 3)
     assert sem.acquire()
+    fence = sem.fence
+    assert fence is not None
 
     def other() -> None:
-        with pytest.raises(redlease.PermitNotHeld):
+        if Tasks.ASYNC:
+            assert sem.fence == fence and sem.owned()
+            sem.release()
+            return
+        assert sem.fence is None and not sem.owned()
+        with pytest.raises(redlease.PermitNotHeld, match="this thread holds nothing"):
             sem.release()
 
     Tasks.run(other)
-    sem.release()
+    if not Tasks.ASYNC:
+        sem.release()
+    assert sem.available() == 3
 
 
 def test_a_waiter_is_woken_by_a_release(client: redis.Redis) -> None:

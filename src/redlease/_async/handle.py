@@ -1,6 +1,7 @@
 """What every lock handle does the same way, whatever it talks to (one server, or N).
 
-Ownership (the thread or task that acquired), the local queue of a shared handle, reentrancy,
+Ownership (who may release: the thread that acquired, or any task of the event loop; see
+``docs/safety.md``, "Who owns a lock"), the local queue of a shared handle, reentrancy,
 the self-deadlock check, the context manager and the error messages live here once.
 :class:`~redlease._async.lock.AsyncLock` and :class:`~redlease._async.redlock.AsyncRedlock`
 add only their conversation with Redis: ``_acquire``, ``_release_remote`` and ``_set_lease``,
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from .. import _observe
 from .._core import validate
+from .._core.bounds import waited
 from .._core.lease import Holding
 from .._core.lock import LockKeys
 from .._core.scripts import Script
@@ -55,7 +57,8 @@ class AsyncHandle:
             raise TypeError(f"renew must be a bool, got {type(renew).__name__}")
         self._on_lost = validate.on_lost(on_lost, coroutines=AsyncBackground.ASYNC)
         self.name = name
-        self._keys = LockKeys.build(validate.prefix(prefix), validate.name(name))
+        self._prefix = validate.prefix(prefix)
+        self._keys = LockKeys.build(self._prefix, validate.name(name))
         # How logs and metrics call it (redlease._observe): "lock", "rlock", "redlock", ...
         self._primitive = _primitive(type(self))
         self._label = name if isinstance(name, str) else name.decode("utf-8", "replace")
@@ -67,6 +70,7 @@ class AsyncHandle:
         self._mutex = AsyncMutex()
         self._holding: Holding | None = None
         self._count = 0  # acquisitions through this handle not yet released
+        self._adopted: Holding | None = None  # taken over by adopt(): entered by ``with``
 
     # -- what a kind of lock provides -------------------------------------------------------
     def _runtime(self) -> AsyncRuntime:
@@ -87,14 +91,24 @@ class AsyncHandle:
 
     # -- state ------------------------------------------------------------------------------
     def __repr__(self) -> str:
-        state = "unlocked" if self._holding is None else f"held, fence={self.fence}"
+        holding = self._holding
+        state = "unlocked" if holding is None else f"held, fence={holding.fence}"
         return f"<{type(self).__name__} {self.name!r} ttl={self.ttl} {state}>"
 
     @property
     def fence(self) -> int | None:
-        """The fencing token of the current acquisition (``None`` when not held)."""
-        holding = self._holding
+        """The fencing token of the current acquisition (``None`` when not held, or held by
+        another thread through this handle, or by the parent of this forked process)."""
+        holding = self._held()
         return None if holding is None else holding.fence
+
+    def _held(self) -> Holding | None:
+        """This handle's holding if the caller may act on it (sync: its thread acquired it;
+        asyncio: any task of its event loop; never a forked parent's), else ``None``."""
+        holding = self._holding
+        if holding is None or holding.holder != AsyncBackground.holder():
+            return None
+        return holding
 
     # -- acquire ----------------------------------------------------------------------------
     async def acquire(self, blocking: bool = True, timeout: float | None = DEFAULT) -> bool:
@@ -133,13 +147,15 @@ class AsyncHandle:
         else:
             limit = self.timeout if timeout is DEFAULT else validate.timeout(timeout)
         deadline = None if limit is None else time.monotonic() + limit
-        owner = AsyncBackground.owner()
+        owner, holder = AsyncBackground.owner(), AsyncBackground.holder()
+        if self._holding is not None and self._holding.inherited:
+            self._holding, self._count = None, 0  # a forked parent's: the child holds nothing
         runtime = self._runtime()
         now = time.monotonic()
         current = runtime.holdings.get(self._keys.lock)
         if current is not None and current.ran_out(now):
             current.lost = True  # its lease surely ran out (no watchdog): not held any more
-        self._forget_lapsed(owner, now)
+        self._forget_lapsed(holder, now)
         if current is not None and current.owner is owner and current.active:
             if self._reentrant and current.reentrant:
                 await self._reenter(current)
@@ -171,22 +187,27 @@ class AsyncHandle:
             self._mutex.release()
             return False
         holding.acquired_at = time.monotonic()
+        self._hold(holding, holder)
+        return True
+
+    def _hold(self, holding: Holding, holder: Hashable) -> None:
+        """Make ``holding`` this handle's (its mutex taken), renewed if ``renew``."""
+        holding.holder = holder
         runtime = self._runtime()  # the current one, should redlease have been closed meanwhile
         runtime.holdings[self._keys.lock] = holding
         if self.renew:
             holding.renewed = True
             runtime.renewer.add(holding)
         self._holding, self._count = holding, 1
-        return True
 
-    def _forget_lapsed(self, owner: Hashable, now: float) -> None:
-        """Drop this handle's holding if it is the caller's and its lease is over.
+    def _forget_lapsed(self, holder: Hashable, now: float) -> None:
+        """Drop this handle's holding if the caller may act on it and its lease is over.
 
         Local bookkeeping never outlives the lease it describes: the handle is free again (as
         after a release that raised :class:`~redlease.LockLost`).
         """
         holding = self._holding
-        if holding is None or holding.owner is not owner:
+        if holding is None or holding.holder != holder:
             return
         if holding.active and not holding.ran_out(now):
             return
@@ -236,9 +257,11 @@ class AsyncHandle:
         """Release the lock.
 
         Raises :class:`~redlease.LockNotOwned` if this handle does not hold it (or another
-        thread/task does), :class:`~redlease.LockLost` if it held it but the lease ran out
-        first, :class:`~redlease.LockUnavailable` if Redis failed: the handle no longer holds
-        the lock in every case, and its lease is no longer renewed.
+        thread, another event loop or a forked parent does), :class:`~redlease.LockLost` if
+        it held it but the lease ran out first, :class:`~redlease.LockUnavailable` if Redis
+        failed: the handle no longer holds the lock in every case, and its lease is no longer
+        renewed. In asyncio any task of the lock's event loop may release it (as with
+        ``asyncio.Lock``); in threads only the thread that acquired it.
         """
         holding = self._owned_holding("release")
         self._count -= 1
@@ -287,16 +310,32 @@ class AsyncHandle:
     def _owned_holding(self, action: str) -> Holding:
         holding = self._holding
         if holding is None or self._count == 0:
-            raise LockNotOwned(
-                f"cannot {action} lock {self.name!r}: this handle does not hold it",
-                name=self.name,
+            why = "this handle does not hold it"
+        elif holding.inherited:
+            why = f"it was acquired by another process (pid {holding.pid}; this is a fork of it)"
+        elif holding.holder != AsyncBackground.holder():
+            why = f"it is held by another {AsyncBackground.HOLDER}"
+        else:
+            return holding
+        raise LockNotOwned(f"cannot {action} lock {self.name!r}: {why}", name=self.name)
+
+    async def _give_up(self) -> Holding:
+        """Stop owning and renewing the caller's holding without releasing it (``detach``):
+        the lease runs on in Redis, and the handle is free again."""
+        holding = self._owned_holding("detach")
+        if holding.count != self._count:
+            raise RuntimeError(
+                f"cannot detach lock {self.name!r}: it is also held through another RLock "
+                "object; release those acquisitions first"
             )
-        if holding.owner is not AsyncBackground.owner():
-            raise LockNotOwned(
-                f"cannot {action} lock {self.name!r}: it is held by another "
-                f"{AsyncBackground.OWNER}",
-                name=self.name,
-            )
+        await settled(holding)
+        runtime = self._runtime()
+        if runtime.holdings.get(holding.key) is holding:
+            del runtime.holdings[holding.key]
+        self._holding, self._count = None, 0
+        self._mutex.release()
+        if not runtime.renewer.release(holding) or holding.lost:
+            raise self._lost("was lost before detach: its lease ran out or it was taken")
         return holding
 
     def _mark_lost(self, holding: Holding) -> LockLost:
@@ -329,9 +368,12 @@ class AsyncHandle:
 
     # -- context manager --------------------------------------------------------------------
     async def __aenter__(self: _Handle) -> AsyncHeld[_Handle]:
+        adopted, self._adopted = self._adopted, None
+        if adopted is not None and adopted is self._held() and adopted.active:
+            return AsyncHeld(self, adopted.fence)  # Lock.adopt(): held already
         if not await self.acquire():
             raise NotAcquired(
-                f"lock {self.name!r} was held by another for the whole timeout ({self.timeout} s)",
+                f"lock {self.name!r} was held by another {waited(self.timeout)}",
                 name=self.name,
             )
         holding = self._holding

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, TypeVar
 
 import redis.asyncio
 from redis.exceptions import ConnectionError, RedisError, TimeoutError
 
 from .. import _observe
-from .._core import validate
+from .._core import handover, validate
 from .._core.bounds import budget
 from .._core.lease import Holding, new_token
 from .._core.lock import (
@@ -42,6 +42,8 @@ from .runtime import AsyncRuntime, runtime_for
 from .waiting import wait_turn
 
 __all__ = ["AsyncLock", "AsyncRLock"]
+
+_Lock = TypeVar("_Lock", bound="AsyncLock")
 
 
 class AsyncLock(AsyncHandle):
@@ -160,7 +162,7 @@ class AsyncLock(AsyncHandle):
         :class:`~redlease.ForeignData` if one of the lock's keys holds data redlease did not
         write, :class:`~redlease.LockUnavailable` if Redis fails.
         """
-        holding = self._holding
+        holding = self._held()
         return await self._inspect(b"" if holding is None else holding.token)
 
     async def locked(self) -> bool:
@@ -169,18 +171,96 @@ class AsyncLock(AsyncHandle):
 
     async def owned(self) -> bool:
         """Whether this handle's current acquisition still holds the lock (one round trip)."""
-        holding = self._holding
+        holding = self._held()
         if holding is None:
             return False
         return (await self._inspect(holding.token)).mine
 
     async def remaining(self) -> float | None:
         """Seconds left on this handle's lease: ``None`` if it holds nothing, 0.0 if lost."""
-        holding = self._holding
+        holding = self._held()
         if holding is None:
             return None
         info = await self._inspect(holding.token)
         return (info.remaining or 0.0) if info.mine else 0.0
+
+    # -- hand-over --------------------------------------------------------------------------
+    async def detach(self) -> str:
+        """Stop owning the held lock without releasing it; the token that hands it over.
+
+        The lease runs on in Redis (this handle no longer renews it, and is free again);
+        :meth:`adopt` takes it over, in any process, before it runs out (within its ttl). The
+        token is a plain JSON-safe str, and a capability: whoever has it can release the lock.
+        Raises :class:`~redlease.LockNotOwned` if the caller holds nothing through this handle,
+        :class:`~redlease.LockLost` if the lease was already lost.
+        """
+        holding = await self._give_up()
+        return handover.encode(
+            handover.Handover(
+                kind="lock",
+                prefix=self._prefix,
+                name=self.name,
+                token=holding.token,
+                fence=holding.fence,
+                ttl_ms=holding.ttl_ms,
+                fair=self.fair,
+                handoff_ms=self._window_ms,
+            )
+        )
+
+    @classmethod
+    async def adopt(
+        cls: type[_Lock],
+        client: redis.asyncio.Redis,
+        token: str,
+        *,
+        ttl: float | None = None,
+        renew: bool = True,
+        on_lost: Callable[[], object] | None = None,
+    ) -> _Lock:
+        """Take over a lease that :meth:`detach` handed over: a handle that holds it.
+
+        One script checks in Redis that the lease is still the token's and sets it to ``ttl``
+        seconds (default: the ttl of the lock that detached it); the handle then owns it, with
+        the same fence, renewed by the watchdog (unless ``renew=False``) and released by
+        :meth:`release`. ``with Lock.adopt(client, token) as held:`` enters the adopted
+        holding (it does not acquire again) and releases it at the end. Raises
+        :class:`~redlease.LockLost` if the lease ran out or was taken, ``ValueError`` naming
+        ``token`` if it is not a lock's token (``TypeError`` if not a str).
+        """
+        found = handover.decode(token, "lock")
+        lock = cls(
+            client,
+            found.name,
+            ttl=found.ttl_ms / 1000 if ttl is None else ttl,
+            prefix=found.prefix,
+            renew=renew,
+            on_lost=on_lost,
+            handoff=found.handoff_ms / 1000,
+            fair=found.fair,
+        )
+        await lock._adopt(found.token, found.fence)
+        return lock
+
+    async def _adopt(self, token: bytes, fence: int) -> None:
+        owner, holder = AsyncBackground.owner(), AsyncBackground.holder()
+        await self._mutex.acquire(None)  # a new handle's: free
+        sent = time.monotonic()
+        try:
+            # extend.lua: the lease is set only if the lock still holds this token
+            adopted = await self._run(EXTEND, ([self._keys.lock], [token, self._ttl_ms]))
+        except BaseException as exc:
+            self._mutex.release()
+            if isinstance(exc, RedisError):
+                raise self._unavailable("adopt", exc) from exc
+            raise
+        if not int(adopted):
+            self._mutex.release()
+            raise self._lost("could not be adopted: its lease ran out or it was taken")
+        holding = self._new_holding(owner, token, fence, sent)
+        holding.acquired_at = time.monotonic()
+        self._hold(holding, holder)
+        self._adopted = holding
 
     # -- the conversation with Redis --------------------------------------------------------
     def _runtime(self) -> AsyncRuntime:

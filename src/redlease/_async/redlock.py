@@ -129,7 +129,7 @@ class AsyncRedlock(AsyncHandle):
         A local estimate from the last acquire or renewal: ttl minus the time that round took
         minus the drift allowance. 0.0 once it has passed.
         """
-        holding = self._holding
+        holding = self._held()
         if holding is None:
             return None
         return 0.0 if holding.lost else max(0.0, holding.expires_at - time.monotonic())
@@ -140,7 +140,7 @@ class AsyncRedlock(AsyncHandle):
 
     async def owned(self) -> bool:
         """Whether this handle's acquisition still holds a majority of the servers."""
-        holding = self._holding
+        holding = self._held()
         if holding is None:
             return False
         infos = await self._inspect(holding.token)
@@ -151,7 +151,7 @@ class AsyncRedlock(AsyncHandle):
 
         ``None`` if the handle holds nothing, 0.0 if a majority no longer holds it.
         """
-        holding = self._holding
+        holding = self._held()
         if holding is None:
             return None
         mine = [

@@ -2,7 +2,8 @@
 
 :class:`AsyncShared` is what a Semaphore's permits, a ReadWriteLock's read and write handles and
 an Election's terms have in common: each acquisition is a :class:`Holding` of its own (its own
-token, lease, fence and owner: the thread or task that acquired), queued FIFO and woken through
+token, lease, fence and holder: the thread that acquired, or in asyncio the handle itself, on
+its event loop), queued FIFO and woken through
 the waiter hub by :func:`~redlease._async.waiting.wait_turn`, renewed by the runtime's watchdog
 with ``shared_renew.lua``, and given back with ``shared_release.lua``. A subclass says how many
 units one acquisition asks for, the capacity, and which errors it raises.
@@ -47,7 +48,7 @@ class Errors:
 
 
 class AsyncShared:
-    """Acquisitions of units of one shared resource, each owned by a thread (task)."""
+    """Acquisitions of units of one shared resource, held by a thread (asyncio: the handle)."""
 
     _errors: Errors
     _want = 1
@@ -78,6 +79,7 @@ class AsyncShared:
         self.renew = renew
         self._on_lost = validate.on_lost(on_lost, coroutines=AsyncBackground.ASYNC)
         self._window_ms = validate.window_ms(handoff, "handoff")
+        # holder (process and thread, or event loop) -> its acquisitions, latest last
         self._held: dict[Hashable, list[Holding]] = {}
 
     # -- what a primitive provides ----------------------------------------------------------
@@ -87,8 +89,11 @@ class AsyncShared:
 
     # -- state ------------------------------------------------------------------------------
     def _mine(self) -> Holding | None:
-        """The caller's latest acquisition through this handle (``None``: none)."""
-        stack = self._held.get(AsyncBackground.owner())
+        """The caller's latest acquisition through this handle (``None``: none).
+
+        Sync: the calling thread's; asyncio: the handle's, on this event loop. Never a forked
+        parent's."""
+        stack = self._held.get(AsyncBackground.holder())
         return stack[-1] if stack else None
 
     @property
@@ -107,8 +112,8 @@ class AsyncShared:
     def _forget_lost(self) -> None:
         """Drop the caller's holdings whose lease is known to be over (lost, or run out
         without a watchdog): local bookkeeping never outlives the lease it describes."""
-        owner = AsyncBackground.owner()
-        stack = self._held.get(owner)
+        holder = AsyncBackground.holder()
+        stack = self._held.get(holder)
         if not stack:
             return
         now = time.monotonic()
@@ -117,7 +122,7 @@ class AsyncShared:
             self._runtime().renewer.release(holding)
             stack.remove(holding)
         if not stack:
-            del self._held[owner]
+            del self._held[holder]
 
     def _runtime(self) -> AsyncRuntime:
         return runtime_for(self._client)
@@ -136,7 +141,7 @@ class AsyncShared:
         self, deadline: float | None, *, over: bytes = b"", value: bytes | None = None
     ) -> Holding | None:
         """Acquire ``_want`` units by ``deadline``: the caller's new holding, or None."""
-        owner = AsyncBackground.owner()
+        owner, holder = AsyncBackground.owner(), AsyncBackground.holder()
         runtime = self._runtime()
         token = new_token()
 
@@ -165,7 +170,8 @@ class AsyncShared:
             listen_error=self._listen_error,
         )
         if holding is not None:
-            self._held.setdefault(owner, []).append(holding)
+            holding.holder = holder
+            self._held.setdefault(holder, []).append(holding)
             if self.renew:
                 holding.renewed = True
                 runtime.renewer.add(holding)
@@ -224,17 +230,21 @@ class AsyncShared:
     # -- release ----------------------------------------------------------------------------
     async def _give(self, action: str = "release") -> Holding:
         """Release the caller's latest acquisition; raises not_owned / lost / unavailable."""
-        owner = AsyncBackground.owner()
-        stack = self._held.get(owner)
+        holder = AsyncBackground.holder()
+        stack = self._held.get(holder)
         if not stack:
+            forked = any(h.inherited for held in self._held.values() for h in held)
+            why = (
+                "it was acquired by another process (this is a fork of it)"
+                if forked
+                else f"this {AsyncBackground.HOLDER} holds nothing through this handle"
+            )
             raise self._errors.not_owned(
-                f"cannot {action} {self._errors.what} {self.name!r}: this "
-                f"{AsyncBackground.OWNER} holds nothing through this handle",
-                name=self.name,
+                f"cannot {action} {self._errors.what} {self.name!r}: {why}", name=self.name
             )
         holding = stack.pop()
         if not stack:
-            del self._held[owner]
+            del self._held[holder]
         if not self._runtime().renewer.release(holding):
             raise self._lost()
         try:

@@ -9,7 +9,7 @@ caller its timeout plus one socket timeout, never two or more.
 
 from __future__ import annotations
 
-__all__ = ["budget"]
+__all__ = ["budget", "waited"]
 
 
 def budget(deadline: float | None, socket_timeout: float | None, now: float) -> float | None:
@@ -24,3 +24,11 @@ def budget(deadline: float | None, socket_timeout: float | None, now: float) -> 
     if deadline is None:
         return 0.0
     return max(deadline + socket_timeout - now, 0.0)
+
+
+def waited(timeout: float | None) -> str:
+    """How long a refused ``with`` waited, for its error: "for the whole timeout (5.0 s)",
+    or "(tried once: timeout 0)"."""
+    if timeout == 0:
+        return "(tried once: timeout 0)"
+    return f"for the whole timeout ({timeout} s)"

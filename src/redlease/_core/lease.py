@@ -61,6 +61,10 @@ def new_token() -> bytes:
 class Holding:
     """A lease this process holds in Redis: one token, one fence, one owner.
 
+    ``owner`` is the thread or task that acquired (RLock re-entry and the self-deadlock check
+    are per owner); ``holder`` is who may release or extend it (sync: that thread; asyncio: any
+    task of its event loop) and ``pid`` the process that acquired: a forked child holds none
+    of its parent's holdings.
     ``count`` is the reentrancy depth (always 1 for a plain :class:`~redlease.Lock`).
     ``expires_at`` is a conservative local estimate (monotonic clock) of when the lease ends:
     the time the last successful acquire/extend was *sent*, plus the lease.
@@ -92,10 +96,17 @@ class Holding:
     primitive: str = ""
     name: str = ""
     acquired_at: float = 0.0
+    holder: Hashable = None
+    pid: int = field(default_factory=lambda: _pid)
     # A granted lock whose claim's reply is not read yet (the shell's callable, awaitable in
     # asyncio): ``expires_at`` is the grant's short lease until it is. Release, extend and the
     # watchdog call it first (see ``waiters.Grantee.unread``; the watchdog with a deadline).
     settle: Callable[..., Any] | None = field(default=None, repr=False)
+
+    @property
+    def inherited(self) -> bool:
+        """Acquired by the parent of this forked process: not this process' to act on."""
+        return self.pid != _pid
 
     @property
     def active(self) -> bool:

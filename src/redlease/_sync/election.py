@@ -89,8 +89,9 @@ class Election(Shared):
         """Block until this handle leads; True, or False when ``timeout`` seconds passed.
 
         ``value`` (str) is what :meth:`leader` reports while this handle leads, e.g. its
-        address. ``timeout``: ``None`` or ``-1`` waits forever, ``0`` tries once. The caller
-        (thread or task) owns the leadership; :meth:`resign` must come from it.
+        address. ``timeout``: ``None`` or ``-1`` waits forever, ``0`` tries once. The calling
+        thread owns the leadership and :meth:`resign` must come from it (asyncio: this handle
+        owns it, and any task of its event loop may resign).
         """
         if not isinstance(value, str):
             raise TypeError(f"value must be str, got {type(value).__name__}")

@@ -130,7 +130,7 @@ class Redlock(Handle):
         A local estimate from the last acquire or renewal: ttl minus the time that round took
         minus the drift allowance. 0.0 once it has passed.
         """
-        holding = self._holding
+        holding = self._held()
         if holding is None:
             return None
         return 0.0 if holding.lost else max(0.0, holding.expires_at - time.monotonic())
@@ -141,7 +141,7 @@ class Redlock(Handle):
 
     def owned(self) -> bool:
         """Whether this handle's acquisition still holds a majority of the servers."""
-        holding = self._holding
+        holding = self._held()
         if holding is None:
             return False
         infos = self._inspect(holding.token)
@@ -152,7 +152,7 @@ class Redlock(Handle):
 
         ``None`` if the handle holds nothing, 0.0 if a majority no longer holds it.
         """
-        holding = self._holding
+        holding = self._held()
         if holding is None:
             return None
         mine = [

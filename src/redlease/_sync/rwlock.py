@@ -11,6 +11,7 @@ from typing import TypeVar
 import redis
 
 from .._core import validate
+from .._core.bounds import waited
 from .._core.lease import Holding
 from .._core.rwlock import ReadWriteLockInfo, rwlock_info
 from .._core.shared import EVERYTHING, SharedKeys
@@ -29,10 +30,16 @@ _WRITES: weakref.WeakSet[Holding] = weakref.WeakSet()
 
 
 def _held_by_caller(holds: weakref.WeakSet[Holding], holders: bytes) -> Holding | None:
-    """The caller's live hold in ``holds`` of the lock whose holders key is ``holders``."""
+    """The caller's live hold in ``holds`` of the lock whose holders key is ``holders``: one
+    its thread (task) acquired in this process (as RLock re-entry, this is per task)."""
     owner = Background.owner()
     for holding in list(holds):
-        if holding.key == holders and holding.owner is owner and holding.active:
+        if (
+            holding.key == holders
+            and holding.owner is owner
+            and holding.active
+            and not holding.inherited
+        ):
             return holding
     return None
 
@@ -73,8 +80,7 @@ class _AsyncSide(Shared):
     def __enter__(self: _Side) -> _Side:
         if not self.acquire():  # type: ignore[attr-defined]
             raise NotAcquired(
-                f"{self._errors.what} {self.name!r} was not free for the whole timeout "
-                f"({self.timeout} s)",
+                f"{self._errors.what} {self.name!r} was not free {waited(self.timeout)}",
                 name=self.name,
             )
         return self
@@ -119,7 +125,8 @@ class WriteLock(_AsyncSide):
         already holds the write lock and would wait forever for it.
         """
         self._forget_lost()
-        if self._mine() is not None:
+        mine = self._mine()
+        if mine is not None and mine.owner is Background.owner():
             limit, _ = self._deadline(blocking, timeout)
             if limit is None:
                 raise RuntimeError(
@@ -154,8 +161,8 @@ class ReadWriteLock:
     * a holder is told when its lease is lost (``on_lost``, ``release()`` raises
       :class:`~redlease.LockLost`); a Redis failure raises :class:`~redlease.LockUnavailable`.
 
-    Holds belong to the thread (task) that took them; one thread may hold several read
-    shares.
+    Holds belong to the thread that took them (asyncio: to the handle, and any task of its
+    event loop may release them, as with ``asyncio.Lock``); one may hold several read shares.
     """
 
     def __init__(

@@ -10,6 +10,7 @@ import redis
 from redis.exceptions import RedisError
 
 from .._core import validate
+from .._core.bounds import waited
 from .._core.semaphore import SET_PERMITS, SemaphoreInfo, semaphore_info
 from .._synchronization import Background
 from ..errors import NoPermit, PermitLost, PermitNotHeld, SemaphoreUnavailable
@@ -94,8 +95,9 @@ class Semaphore(Shared):
         """Take a permit; True if taken, False if none came free within the timeout.
 
         ``timeout`` defaults to the semaphore's; ``None`` or ``-1`` waits forever,
-        ``blocking=False`` tries once. The permit belongs to the calling thread (task); it
-        may take several. Raises :class:`~redlease.SemaphoreUnavailable` when Redis fails.
+        ``blocking=False`` tries once. The permit belongs to the calling thread (asyncio: to
+        this handle, and any task of its event loop may release it); it may take several.
+        Raises :class:`~redlease.SemaphoreUnavailable` when Redis fails.
         """
         _, deadline = self._deadline(blocking, timeout)
         return self._take(deadline) is not None
@@ -132,14 +134,13 @@ class Semaphore(Shared):
 
     def inspect(self) -> SemaphoreInfo:
         """A snapshot (one round trip): permits, used, available, waiters, holders' leases."""
-        mine = len(self._held.get(Background.owner(), ()))
+        mine = len(self._held.get(Background.holder(), ()))
         return semaphore_info(self._snapshot(), self.name, mine)
 
     def __enter__(self) -> Semaphore:
         if not self.acquire():
             raise NoPermit(
-                f"semaphore {self.name!r} had no permit free for the whole timeout "
-                f"({self.timeout} s)",
+                f"semaphore {self.name!r} had no permit free {waited(self.timeout)}",
                 name=self.name,
             )
         return self

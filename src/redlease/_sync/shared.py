@@ -3,7 +3,8 @@
 
 :class:`Shared` is what a Semaphore's permits, a ReadWriteLock's read and write handles and
 an Election's terms have in common: each acquisition is a :class:`Holding` of its own (its own
-token, lease, fence and owner: the thread or task that acquired), queued FIFO and woken through
+token, lease, fence and holder: the thread that acquired, or in asyncio the handle itself, on
+its event loop), queued FIFO and woken through
 the waiter hub by :func:`~redlease._sync.waiting.wait_turn`, renewed by the runtime's watchdog
 with ``shared_renew.lua``, and given back with ``shared_release.lua``. A subclass says how many
 units one acquisition asks for, the capacity, and which errors it raises.
@@ -48,7 +49,7 @@ class Errors:
 
 
 class Shared:
-    """Acquisitions of units of one shared resource, each owned by a thread (task)."""
+    """Acquisitions of units of one shared resource, held by a thread (asyncio: the handle)."""
 
     _errors: Errors
     _want = 1
@@ -79,6 +80,7 @@ class Shared:
         self.renew = renew
         self._on_lost = validate.on_lost(on_lost, coroutines=Background.ASYNC)
         self._window_ms = validate.window_ms(handoff, "handoff")
+        # holder (process and thread, or event loop) -> its acquisitions, latest last
         self._held: dict[Hashable, list[Holding]] = {}
 
     # -- what a primitive provides ----------------------------------------------------------
@@ -88,8 +90,11 @@ class Shared:
 
     # -- state ------------------------------------------------------------------------------
     def _mine(self) -> Holding | None:
-        """The caller's latest acquisition through this handle (``None``: none)."""
-        stack = self._held.get(Background.owner())
+        """The caller's latest acquisition through this handle (``None``: none).
+
+        Sync: the calling thread's; asyncio: the handle's, on this event loop. Never a forked
+        parent's."""
+        stack = self._held.get(Background.holder())
         return stack[-1] if stack else None
 
     @property
@@ -108,8 +113,8 @@ class Shared:
     def _forget_lost(self) -> None:
         """Drop the caller's holdings whose lease is known to be over (lost, or run out
         without a watchdog): local bookkeeping never outlives the lease it describes."""
-        owner = Background.owner()
-        stack = self._held.get(owner)
+        holder = Background.holder()
+        stack = self._held.get(holder)
         if not stack:
             return
         now = time.monotonic()
@@ -118,7 +123,7 @@ class Shared:
             self._runtime().renewer.release(holding)
             stack.remove(holding)
         if not stack:
-            del self._held[owner]
+            del self._held[holder]
 
     def _runtime(self) -> Runtime:
         return runtime_for(self._client)
@@ -137,7 +142,7 @@ class Shared:
         self, deadline: float | None, *, over: bytes = b"", value: bytes | None = None
     ) -> Holding | None:
         """Acquire ``_want`` units by ``deadline``: the caller's new holding, or None."""
-        owner = Background.owner()
+        owner, holder = Background.owner(), Background.holder()
         runtime = self._runtime()
         token = new_token()
 
@@ -166,7 +171,8 @@ class Shared:
             listen_error=self._listen_error,
         )
         if holding is not None:
-            self._held.setdefault(owner, []).append(holding)
+            holding.holder = holder
+            self._held.setdefault(holder, []).append(holding)
             if self.renew:
                 holding.renewed = True
                 runtime.renewer.add(holding)
@@ -225,17 +231,21 @@ class Shared:
     # -- release ----------------------------------------------------------------------------
     def _give(self, action: str = "release") -> Holding:
         """Release the caller's latest acquisition; raises not_owned / lost / unavailable."""
-        owner = Background.owner()
-        stack = self._held.get(owner)
+        holder = Background.holder()
+        stack = self._held.get(holder)
         if not stack:
+            forked = any(h.inherited for held in self._held.values() for h in held)
+            why = (
+                "it was acquired by another process (this is a fork of it)"
+                if forked
+                else f"this {Background.HOLDER} holds nothing through this handle"
+            )
             raise self._errors.not_owned(
-                f"cannot {action} {self._errors.what} {self.name!r}: this "
-                f"{Background.OWNER} holds nothing through this handle",
-                name=self.name,
+                f"cannot {action} {self._errors.what} {self.name!r}: {why}", name=self.name
             )
         holding = stack.pop()
         if not stack:
-            del self._held[owner]
+            del self._held[holder]
         if not self._runtime().renewer.release(holding):
             raise self._lost()
         try:

@@ -1,0 +1,185 @@
+"""Leases that move: ``lock.detach()`` and ``Lock.adopt(client, token)`` (asyncio; the sync
+twin is generated), on one server (tests/_async/test_handover_cluster.py: on a Cluster)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+import redis.asyncio
+
+import redlease.asyncio as redlease
+from redlease._core import handover
+from redlease._core.lock import LockKeys
+from tests.support import AsyncTasks
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def keys(name: str | bytes) -> LockKeys:
+    return LockKeys.build("redlease", name if isinstance(name, bytes) else name.encode())
+
+
+async def test_detach_hands_the_lease_to_adopt(async_client: redis.asyncio.Redis) -> None:
+    lock = redlease.Lock(async_client, "hand", ttl=5.0)
+    assert await lock.acquire()
+    fence = lock.fence
+    token = await lock.detach()
+    assert isinstance(token, str) and json.loads(json.dumps(token)) == token
+    # The lease runs on in Redis, but this handle neither owns nor renews it any more.
+    assert await async_client.get(keys("hand").lock) is not None
+    assert lock.fence is None and not await lock.owned()
+    with pytest.raises(redlease.LockNotOwned):
+        await lock.release()
+    adopted = await redlease.Lock.adopt(async_client, token)
+    assert adopted.fence == fence and adopted.ttl == 5.0 and await adopted.owned()
+    await adopted.release()
+    assert await async_client.exists(keys("hand").lock) == 0
+    # The handle that detached is free again: a new acquisition, a larger fence.
+    assert await lock.acquire(timeout=0)
+    assert (lock.fence or 0) > (fence or 0)
+    await lock.release()
+
+
+async def test_an_adopted_lease_is_set_to_its_ttl_and_renewed(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    lock = redlease.Lock(async_client, "renewed", ttl=30.0)
+    assert await lock.acquire()
+    adopted = await redlease.Lock.adopt(async_client, await lock.detach(), ttl=0.3)
+    assert 0 < await async_client.pttl(keys("renewed").lock) <= 300
+    await AsyncTasks.sleep(1.0)  # three leases: only the watchdog keeps it
+    assert await adopted.owned()
+    await adopted.release()
+
+
+async def test_a_detached_lease_nobody_adopts_runs_out_within_its_ttl(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    orphan = redlease.Lock(async_client, "orphan", ttl=0.3)
+    kept = redlease.Lock(async_client, "kept", ttl=0.3)  # the twin: still held, renewed
+    assert await orphan.acquire() and await kept.acquire()
+    token = await orphan.detach()
+    await AsyncTasks.sleep(1.0)
+    assert await async_client.exists(keys("orphan").lock) == 0
+    assert await async_client.exists(keys("kept").lock) == 1
+    with pytest.raises(redlease.LockLost, match="could not be adopted"):
+        await redlease.Lock.adopt(async_client, token)
+    await kept.release()
+
+
+async def test_adopting_a_lease_another_took_raises_lock_lost(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    lock = redlease.Lock(async_client, "taken", ttl=0.2)
+    assert await lock.acquire()
+    token = await lock.detach()
+    other = redlease.Lock(async_client, "taken", ttl=30.0)
+    assert await other.acquire(timeout=5)  # once the detached lease ran out
+    with pytest.raises(redlease.LockLost):
+        await redlease.Lock.adopt(async_client, token, ttl=1.0)
+    # The new holder's lease was not touched (not set to the adopter's 1 s).
+    assert await async_client.pttl(keys("taken").lock) > 20_000
+    assert await other.owned()
+    await other.release()
+
+
+async def test_with_enters_an_adopted_lock_and_releases_it(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    lock = redlease.Lock(async_client, "within", ttl=5.0)
+    assert await lock.acquire()
+    fence = lock.fence
+    token = await lock.detach()
+    async with await redlease.Lock.adopt(async_client, token) as held:
+        assert held.fence == fence  # entered, not acquired again
+        assert await async_client.exists(keys("within").lock) == 1
+    assert await async_client.exists(keys("within").lock) == 0
+    async with held.lock as again:  # the next ``with`` acquires as usual
+        assert again.fence > fence
+
+
+async def test_an_rlock_hands_over_its_lease_once(async_client: redis.asyncio.Redis) -> None:
+    name = b"\xffbytes"
+    lock = redlease.RLock(async_client, name, ttl=5.0)
+    assert await lock.acquire() and await lock.acquire()  # re-entered: given up together
+    token = await lock.detach()
+    adopted = await redlease.RLock.adopt(async_client, token)
+    assert adopted.name == name
+    assert await adopted.acquire()  # the adopter may re-enter
+    await adopted.release()
+    assert await adopted.owned()
+    await adopted.release()
+    assert await async_client.exists(keys(name).lock) == 0
+
+
+async def test_detach_of_a_handle_holding_nothing_raises_not_owned(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    lock = redlease.Lock(async_client, "empty")
+    with pytest.raises(redlease.LockNotOwned, match="detach"):
+        await lock.detach()
+
+
+@pytest.mark.parametrize(
+    ("token", "error", "match"),
+    [
+        (b"redlease1.e30", TypeError, "token must be a str"),
+        ("nonsense", ValueError, "token is not a redlease hand-over token"),
+        ("redlease1.!!!", ValueError, "token is malformed"),
+        ("redlease1.e30", ValueError, "token is malformed"),  # {}
+        (
+            handover.encode(handover.Handover("redlock", "redlease", "x", b"a.b", 1, 1000)),
+            ValueError,
+            "token holds a Redlock's lease",
+        ),
+    ],
+)
+async def test_a_bad_token_is_refused_before_anything_is_sent(
+    async_client: redis.asyncio.Redis, token: Any, error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        await redlease.Lock.adopt(async_client, token)
+
+
+def _adopt_elsewhere(client: Any, token: str) -> str:
+    """Adopt ``token`` in a new Python process (sync API); what it printed."""
+    if hasattr(client, "get_default_node"):
+        node = client.get_default_node()
+        kind, host, port = "cluster", node.host, node.port
+    else:
+        kwargs = client.connection_pool.connection_kwargs
+        kind, host, port = "server", kwargs["host"], kwargs["port"]
+    script = (
+        "import sys, redis, redis.cluster, redlease\n"
+        "kind, host, port, token = sys.argv[1:]\n"
+        "r = (redis.cluster.RedisCluster if kind == 'cluster' else redis.Redis)"
+        "(host=host, port=int(port))\n"
+        "lock = redlease.Lock.adopt(r, token, ttl=5.0)\n"
+        "print(lock.fence, lock.owned())\n"
+        "lock.release()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, kind, host, str(port), token],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+async def test_a_lease_is_adopted_and_released_in_another_process(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    lock = redlease.Lock(async_client, "elsewhere", ttl=5.0)
+    assert await lock.acquire()
+    fence = lock.fence
+    token = await lock.detach()
+    seen = await AsyncTasks.blocking(lambda: _adopt_elsewhere(async_client, token))
+    assert seen == f"{fence} True"
+    assert await async_client.exists(keys("elsewhere").lock) == 0
