@@ -33,7 +33,7 @@ from .._core.lock import (
 from .._core.replicas import decode_ack, wait_command
 from .._core.scripts import Script
 from .._core.waiters import Outcome
-from .._synchronization import AsyncShield
+from .._synchronization import AsyncBackground, AsyncShield
 from ..errors import LockUnavailable, ReplicasUnavailable
 from .client import check_client
 from .handle import AsyncHandle

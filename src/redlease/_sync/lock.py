@@ -34,7 +34,7 @@ from .._core.lock import (
 from .._core.replicas import decode_ack, wait_command
 from .._core.scripts import Script
 from .._core.waiters import Outcome
-from .._synchronization import Shield
+from .._synchronization import Background, Shield
 from ..errors import LockUnavailable, ReplicasUnavailable
 from .client import check_client
 from .handle import Handle
