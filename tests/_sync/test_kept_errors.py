@@ -22,12 +22,15 @@ import redis
 from redis.exceptions import ConnectionError
 
 import redlease as redlease
+from redlease import _fanout as fanout_module
 from redlease import metrics
 from redlease._sync import cluster as cluster_module
 from redlease._sync import hub as hub_module
+from redlease._sync import redlock as redlock_module
 from redlease._sync.cluster import ClusterBackend, _NodeSubscriptions, _ShardedSubscription
 from redlease._sync.runtime import runtime_for
 from redlease._core.lock import LockKeys
+from redlease.server import RedisServer
 from redlease.topology import RedisClusterServers
 from tests._sync.helpers import wait_until
 from tests.support import Tasks
@@ -293,3 +296,64 @@ def test_a_kept_log_record_of_a_failed_observer_keeps_no_handle(
         metrics.use(previous)
         logging.getLogger("redlease").removeHandler(keeper)
     redlease.close(client)
+
+
+def redlock_dropped(clients: list[Any], servers: list[RedisServer]) -> tuple[bool, bool]:
+    """A Redlock renewed in rounds with a killed server (errors) and a hung one (late
+    replies) is dropped without release, the cycle collector off (nothing may rely on it).
+    Returns whether the handle died, and whether its leases ended within the ttl on the
+    servers that answer."""
+    lock = redlease.Redlock(clients, "kept:redlock", ttl=TTL)
+    assert lock.acquire()
+    servers[0].kill()
+    servers[1].pause()
+    collecting = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        Tasks.sleep(TTL)  # renewal rounds, each with an error and a late reply
+        assert lock.owned()  # the majority renews it
+        handle = weakref.ref(lock)
+        del lock
+
+        def dead() -> bool:
+            return handle() is None
+
+        died = wait_until(dead, limit=1.0)
+
+        def ended() -> bool:
+            for client in clients[2:]:
+                if client.exists(lock_key("kept:redlock")):
+                    return False
+            return True
+
+        return died, wait_until(ended, limit=TTL + 1.5)
+    finally:
+        if collecting:
+            gc.enable()
+        servers[1].resume()
+        for client in clients:
+            redlease.close(client)
+
+
+def test_a_redlock_dropped_after_rounds_with_failed_servers_is_not_kept(
+    redlock_clients: list[Any], redlock_servers: list[RedisServer]
+) -> None:
+    """The per-server errors of the watchdog's rounds (in the fan-out's results, in a cycle
+    with the frames that hold the holdings) are dropped with their tracebacks."""
+    died, ended = redlock_dropped(redlock_clients, redlock_servers)
+    assert died
+    assert ended
+
+
+def test_twin_with_the_rounds_errors_left_to_the_collector_the_lease_lives_on(
+    redlock_clients: list[Any], redlock_servers: list[RedisServer], monkeypatch: Any
+) -> None:
+    """The check above catches the per-server errors left with their frames (threads: the
+    sync fan-out catches them in frames whose callers hold the holdings)."""
+    if Tasks.ASYNC:
+        pytest.skip("asyncio: each server's call runs in a task of its own, with no caller")
+    monkeypatch.setattr(redlock_module, "forget_frames", lambda exc: None)
+    monkeypatch.setattr(fanout_module, "forget_frames", lambda exc: None)
+    _, ended = redlock_dropped(redlock_clients, redlock_servers)
+    assert not ended

@@ -18,20 +18,20 @@ from __future__ import annotations
 import math
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .. import _observe
 from .._core import renewals
+from .._core.kept import forget_frames
 from .._core.lease import Holding
 from .._core.renewals import RenewSchedule
 from .._core.scripts import Script
 from .._synchronization import AsyncBackground, AsyncCallbacks, AsyncEvent
 from .client import AsyncBackend, Pending, connecting_by
 
-__all__ = ["AsyncRenewer", "AsyncServerRenewal", "settled"]
+__all__ = ["AsyncRenewer", "AsyncServerRenewal", "forget_frames", "settled"]
 
 RETRY = 0.5
 """Seconds before a renewal that failed (Redis error) is tried again."""
@@ -164,6 +164,10 @@ class AsyncRenewer:
             self._run_lost(callbacks)
             if due:
                 await self._renew(due)
+                # Let go before the schedule is read again: a dropped handle's holding, kept
+                # alive by this list, would be found due again (renewal after renewal while
+                # rounds take their deadline), and renewed for ever.
+                due = []
             else:
                 await self._wake.wait(sleep)
                 self._wake.clear()
@@ -232,29 +236,6 @@ async def settled(holding: Holding, by: float | None = None) -> None:
     settle = holding.settle
     if settle is not None:
         await (settle() if by is None else settle(by))
-
-
-def forget_frames(exc: BaseException) -> None:
-    """Clear the local variables of the finished frames in ``exc``'s tracebacks (its causes'
-    and the per-server errors it carries included), once it has been reported.
-
-    A failed renewal's traceback reaches the watchdog's own frames, which hold the holdings
-    it was renewing; and redis-py keeps some errors in a reference cycle (its ``_connect``
-    keeps the error it raises in a local variable). Until the cycle collector ran, a lock
-    whose handle was dropped stayed alive, and was renewed, held by nobody.
-    """
-    seen: set[int] = set()
-    todo: list[Any] = [exc]
-    while todo and len(seen) < 64:
-        error = todo.pop()
-        if not isinstance(error, BaseException) or id(error) in seen:
-            continue
-        seen.add(id(error))
-        traceback.clear_frames(error.__traceback__)  # (a running frame is left alone)
-        todo += [error.__cause__, error.__context__]
-        errors = getattr(error, "errors", None)
-        if isinstance(errors, dict):
-            todo += list(errors.values())
 
 
 @dataclass(frozen=True)

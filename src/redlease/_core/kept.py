@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import copy
 import enum
+import traceback
+from typing import Any
 
-__all__ = ["kept"]
+__all__ = ["forget_frames", "kept"]
 
 _PLAIN = (str, bytes, int, float, type(None), enum.Enum)
 """Attribute values a kept copy may carry (redis-py's errors have an error type, a status)."""
@@ -45,3 +47,31 @@ def _plain(value: object) -> bool:
     if isinstance(value, tuple):  # (e.g. a MOVED error's node address)
         return all(isinstance(item, _PLAIN) for item in value)
     return isinstance(value, _PLAIN)
+
+
+def forget_frames(exc: BaseException) -> None:
+    """Drop the tracebacks of an error about to be dropped (its causes' and the per-server
+    errors it carries included), clearing the locals of their finished frames.
+
+    For an error caught and dropped (not kept): redis-py keeps some errors in a reference
+    cycle (its ``_connect`` keeps the error it raises in a local variable), and through its
+    traceback's frames the cycle reaches the frames of the code that caught it. A failed
+    renewal's reach the watchdog's, which hold the holdings it was renewing: until the cycle
+    collector ran, a lock whose handle was dropped stayed alive, and was renewed, held by
+    nobody. So can an error kept in a local of a frame its traceback passed (a fan-out's
+    results): the frame, once finished, keeps it, and it keeps the frame. Clearing the
+    frames and dropping the traceback breaks both cycles.
+    """
+    seen: set[int] = set()
+    todo: list[Any] = [exc]
+    while todo and len(seen) < 64:
+        error = todo.pop()
+        if not isinstance(error, BaseException) or id(error) in seen:
+            continue
+        seen.add(id(error))
+        traceback.clear_frames(error.__traceback__)  # (a running frame is left alone)
+        error.__traceback__ = None  # (its frames' callers: a list holding it is one)
+        todo += [error.__cause__, error.__context__]
+        errors = getattr(error, "errors", None)
+        if isinstance(errors, dict):
+            todo += list(errors.values())

@@ -57,7 +57,7 @@ from redis.exceptions import (
 
 from .._core import renewals
 from .._core.cluster import sharded_pubsub_refusal
-from .._core.kept import kept
+from .._core.kept import forget_frames, kept
 from .._core.lease import Holding
 from .._core.scripts import Script
 from .._synchronization import Background, Event, Mutex
@@ -751,7 +751,7 @@ class ClusterRenewal:
             by_node.setdefault(id(node), (node, {}))[1].setdefault(slot, []).append(i)
         left = max(end - time.monotonic(), MIN_WAIT)
         result: list[bool] = [False] * len(due)
-        failed: Exception | None = None
+        errors: list[Exception] = []
         sent: list[tuple[_Batch, list[list[int]]]] = []
         for node, slots in by_node.values():  # write to every node before reading any
             groups = list(slots.values())
@@ -759,7 +759,7 @@ class ClusterRenewal:
             try:
                 sent.append((_Batch.send(node, script, calls), groups))
             except RedisError as exc:
-                failed = exc
+                errors.append(exc)
         for batch, groups in sent:
             replies = batch.receive(left)
             for group, reply in zip(groups, replies, strict=True):
@@ -770,14 +770,17 @@ class ClusterRenewal:
                     except RedisError as exc:
                         reply = exc
                 if isinstance(reply, Exception):
-                    failed = reply
+                    errors.append(reply)
                     continue
                 try:
                     for i, ok in zip(group, renewals.decode(reply, len(group)), strict=True):
                         result[i] = ok
                 except ValueError as exc:
-                    failed = exc
-        if failed is not None:
+                    errors.append(exc)
+        if errors:
+            for dropped in errors[:-1]:  # not left in a cycle (see kept.py)
+                forget_frames(dropped)
+            failed = errors[-1]
             if isinstance(failed, (ConnectionError, TimeoutError)):
                 backend._broken()
             raise failed

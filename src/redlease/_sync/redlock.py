@@ -13,6 +13,7 @@ from redis.exceptions import RedisError
 
 from .._core import redlock as core
 from .._core import renewals, validate
+from .._core.kept import forget_frames
 from .._core.lease import Holding, new_token
 from .._core.lock import (
     ACQUIRE,
@@ -510,6 +511,8 @@ class QuorumRenewal:
             )
         answered = []
         for reply in replies:
+            if isinstance(reply, BaseException):  # dropped: not left in a cycle (see kept.py)
+                forget_frames(reply)
             try:
                 answered.append(renewals.decode(reply, len(due)))
             except (TypeError, ValueError):  # an exception in its place, or nonsense
