@@ -3,9 +3,9 @@
 It wakes when the next renewal is due and renews everything due, one round trip per batch:
 holdings are batched by their renewal target and script (see :func:`~redlease._core.renewals.
 batches`), so a mutex, a permit, a read share or an election term is each renewed by its own
-script, and a Redlock on its own servers. It marks the holdings it finds gone as lost (calling
-their ``on_lost``), and exits once nothing has been left to renew for ``linger`` seconds, so
-no thread or task outlives the leases it serves for long.
+script, and a Redlock on its own servers. It marks the holdings it finds gone as lost (their
+``on_lost`` runs off its path: see ``AsyncCallbacks``), and exits once nothing has been left to
+renew for ``linger`` seconds, so no thread or task outlives the leases it serves for long.
 
 A renewal target is anything with ``renew(script, holdings)``, which answers per holding
 (renewed or lost) or raises when it cannot tell: :class:`AsyncServerRenewal` here for one
