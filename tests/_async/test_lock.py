@@ -105,6 +105,34 @@ async def test_context_manager_and_not_acquired(async_client: redis.asyncio.Redi
     assert not await holder.locked()
 
 
+async def test_a_refused_with_says_how_long_it_waited(async_client: redis.asyncio.Redis) -> None:
+    holder = redlease.Lock(async_client, "waited")
+    assert await holder.acquire()
+    sem = redlease.Semaphore(async_client, "waited-sem", 1)
+    assert await sem.acquire()
+    cases = [
+        (
+            redlease.Lock(async_client, "waited", timeout=0),
+            r"held by another \(tried once: timeout 0\)",
+        ),
+        (redlease.Lock(async_client, "waited", timeout=0.05), r"for the whole timeout \(0.05 s\)"),
+        (
+            redlease.Semaphore(async_client, "waited-sem", 1, timeout=0),
+            r"free \(tried once: timeout 0\)",
+        ),
+    ]
+    for handle, message in cases:
+
+        async def enter(handle: Any = handle) -> None:
+            async with handle:
+                raise AssertionError("entered")  # pragma: no cover
+
+        with pytest.raises((redlease.NotAcquired, redlease.NoPermit), match=message):
+            await AsyncTasks.run(enter)
+    await holder.release()
+    await sem.release()
+
+
 async def test_non_blocking_and_zero_timeout_try_once(async_client: redis.asyncio.Redis) -> None:
     holder = redlease.Lock(async_client, "once")
     assert await holder.acquire()

@@ -106,6 +106,34 @@ def test_context_manager_and_not_acquired(client: redis.Redis) -> None:
     assert not holder.locked()
 
 
+def test_a_refused_with_says_how_long_it_waited(client: redis.Redis) -> None:
+    holder = redlease.Lock(client, "waited")
+    assert holder.acquire()
+    sem = redlease.Semaphore(client, "waited-sem", 1)
+    assert sem.acquire()
+    cases = [
+        (
+            redlease.Lock(client, "waited", timeout=0),
+            r"held by another \(tried once: timeout 0\)",
+        ),
+        (redlease.Lock(client, "waited", timeout=0.05), r"for the whole timeout \(0.05 s\)"),
+        (
+            redlease.Semaphore(client, "waited-sem", 1, timeout=0),
+            r"free \(tried once: timeout 0\)",
+        ),
+    ]
+    for handle, message in cases:
+
+        def enter(handle: Any = handle) -> None:
+            with handle:
+                raise AssertionError("entered")  # pragma: no cover
+
+        with pytest.raises((redlease.NotAcquired, redlease.NoPermit), match=message):
+            Tasks.run(enter)
+    holder.release()
+    sem.release()
+
+
 def test_non_blocking_and_zero_timeout_try_once(client: redis.Redis) -> None:
     holder = redlease.Lock(client, "once")
     assert holder.acquire()

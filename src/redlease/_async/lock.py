@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable
-from typing import Any, TypeVar
+from typing import Any
 
 import redis.asyncio
 from redis.exceptions import ConnectionError, RedisError, TimeoutError
@@ -42,9 +42,6 @@ from .runtime import AsyncRuntime, runtime_for
 from .waiting import wait_turn
 
 __all__ = ["AsyncLock", "AsyncRLock"]
-
-_Lock = TypeVar("_Lock", bound="AsyncLock")
-
 
 class AsyncLock(AsyncHandle):
     """A distributed mutual-exclusion lock held as a lease on one Redis server.
@@ -210,23 +207,24 @@ class AsyncLock(AsyncHandle):
 
     @classmethod
     async def adopt(
-        cls: type[_Lock],
+        cls,
         client: redis.asyncio.Redis,
         token: str,
         *,
         ttl: float | None = None,
         renew: bool = True,
         on_lost: Callable[[], object] | None = None,
-    ) -> _Lock:
+    ) -> AsyncLock:
         """Take over a lease that :meth:`detach` handed over: a handle that holds it.
 
         One script checks in Redis that the lease is still the token's and sets it to ``ttl``
         seconds (default: the ttl of the lock that detached it); the handle then owns it, with
         the same fence, renewed by the watchdog (unless ``renew=False``) and released by
-        :meth:`release`. ``with Lock.adopt(client, token) as held:`` enters the adopted
-        holding (it does not acquire again) and releases it at the end. Raises
-        :class:`~redlease.LockLost` if the lease ran out or was taken, ``ValueError`` naming
-        ``token`` if it is not a lock's token (``TypeError`` if not a str).
+        :meth:`release` (``RLock.adopt`` returns an ``RLock``). ``with Lock.adopt(client,
+        token) as held:`` enters the adopted holding (it does not acquire again) and releases
+        it at the end. Raises :class:`~redlease.LockLost` if the lease ran out or was taken,
+        ``ValueError`` naming ``token`` if it is not a lock's token (``TypeError`` if not a
+        str), :class:`~redlease.LockUnavailable` if Redis failed.
         """
         found = handover.decode(token, "lock")
         lock = cls(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable
-from typing import Any, TypeVar
+from typing import Any
 
 import redis
 from redis.exceptions import ConnectionError, RedisError, TimeoutError
@@ -43,9 +43,6 @@ from .runtime import Runtime, runtime_for
 from .waiting import wait_turn
 
 __all__ = ["Lock", "RLock"]
-
-_Lock = TypeVar("_Lock", bound="Lock")
-
 
 class Lock(Handle):
     """A distributed mutual-exclusion lock held as a lease on one Redis server.
@@ -211,23 +208,24 @@ class Lock(Handle):
 
     @classmethod
     def adopt(
-        cls: type[_Lock],
+        cls,
         client: redis.Redis,
         token: str,
         *,
         ttl: float | None = None,
         renew: bool = True,
         on_lost: Callable[[], object] | None = None,
-    ) -> _Lock:
+    ) -> Lock:
         """Take over a lease that :meth:`detach` handed over: a handle that holds it.
 
         One script checks in Redis that the lease is still the token's and sets it to ``ttl``
         seconds (default: the ttl of the lock that detached it); the handle then owns it, with
         the same fence, renewed by the watchdog (unless ``renew=False``) and released by
-        :meth:`release`. ``with Lock.adopt(client, token) as held:`` enters the adopted
-        holding (it does not acquire again) and releases it at the end. Raises
-        :class:`~redlease.LockLost` if the lease ran out or was taken, ``ValueError`` naming
-        ``token`` if it is not a lock's token (``TypeError`` if not a str).
+        :meth:`release` (``RLock.adopt`` returns an ``RLock``). ``with Lock.adopt(client,
+        token) as held:`` enters the adopted holding (it does not acquire again) and releases
+        it at the end. Raises :class:`~redlease.LockLost` if the lease ran out or was taken,
+        ``ValueError`` naming ``token`` if it is not a lock's token (``TypeError`` if not a
+        str), :class:`~redlease.LockUnavailable` if Redis failed.
         """
         found = handover.decode(token, "lock")
         lock = cls(
