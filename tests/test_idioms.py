@@ -22,7 +22,6 @@ import asyncio
 import gc
 import os
 import random
-import signal
 import sys
 import threading
 import time
@@ -36,115 +35,34 @@ import redis.asyncio
 
 import redlease
 import redlease.asyncio as aredlease
-from redlease._core.lock import LockKeys
 from redlease.server import RedisServer
+from tests.idioms import (
+    DROP_TTL,
+    ENTER,
+    KINDS,
+    LIMIT,
+    RUN,
+    SEED,
+    SLACK,
+    SLOW,
+    TTL,
+    Tally,
+    async_handle,
+    check_end,
+    checker_of,
+    kill_connections,
+    lock_key,
+    names,
+    report,
+    sync_handle,
+    sync_taken,
+    wait_child,
+    worker_clients,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
-SEED = int(os.environ.get("REDLEASE_IDIOMS_SEED") or random.randrange(2**32))
-RUN = 4.0  # seconds of mixed traffic per part
-TTL = 2.0  # the leases of the locks under the exclusion check
-DROP_TTL = 1.0  # the leases of the handles dropped without release
-SLACK = 1.5  # a loaded machine's allowance on top of a lease
-SLOW = 2.5  # seconds the slow on_lost blocks: longer than TTL
-KINDS = ("lock", "rlock", "semaphore", "read", "write")
-LIMIT = {"lock": 1, "rlock": 1, "semaphore": 2, "read": 1000, "write": 1}
-
-# enter: count this holder on its side; a violation if the side is over its limit or the
-# other side is held (a ReadWriteLock). KEYS: side, other side, violations; ARGV: limit.
-ENTER = """
-local n = redis.call('INCR', KEYS[1])
-local other = tonumber(redis.call('GET', KEYS[2]) or '0')
-if n > tonumber(ARGV[1]) or other > 0 then redis.call('INCR', KEYS[3]) end
-return n
-"""
-LOSERS = ("LockLost", "PermitLost")
-
-
-def checker_of(kind: str) -> str:
-    """The kind of handle that cannot take the name while a dropped ``kind`` holds it."""
-    return "write" if kind == "read" else kind
-
-
-def lock_key(name: str) -> bytes:
-    return LockKeys.build("redlease", name.encode()).lock
-
-
-def names(kind: str, part: str) -> tuple[str, str, str]:
-    """(lock name, counter key of its side, counter key of the other side)."""
-    name = "rw" if kind in ("read", "write") else kind
-    other = {"read": "write", "write": "read"}.get(kind, "none")
-    base = f"idioms:{SEED}:{part}"
-    return f"{base}:{name}", f"{base}:cs:{kind}", f"{base}:cs:{other}"
-
-
-class Tally:
-    """What a part saw (for the report and the checks)."""
-
-    def __init__(self) -> None:
-        self.sections = 0
-        self.fences: list[int] = []
-        self.errors: list[str] = []  # failures: a lost lease, an unexpected error
-        self.counts: dict[str, int] = {}
-        self.dropped: list[tuple[str, float]] = []  # (kind, when its handle was dropped)
-        self.guard = threading.Lock()
-
-    def count(self, what: str) -> None:
-        with self.guard:
-            self.counts[what] = self.counts.get(what, 0) + 1
-
-    def failed(self, what: str) -> None:
-        with self.guard:
-            self.errors.append(what)
-
-
-def report(part: str, tally: Tally) -> str:
-    return (
-        f"{part}: seed {SEED} (REDLEASE_IDIOMS_SEED={SEED} replays it), {tally.sections} "
-        f"critical sections, {sorted(tally.counts.items())}, failures {tally.errors[:5]}"
-    )
-
-
-def kill_connections(admin: redis.Redis, rng: random.Random, tally: Tally) -> None:
-    """CLIENT KILL the workers' connections (normal or pub/sub), not the checker's."""
-    kind = rng.choice(["normal", "pubsub"])
-    for conn in admin.client_list(_type=kind):
-        if conn.get("name") == "idioms-worker":
-            try:
-                admin.client_kill_filter(_id=conn["id"])
-                tally.count(f"killed {kind}")
-            except redis.ResponseError:  # gone meanwhile
-                pass
-
-
-def worker_clients(srv: RedisServer) -> tuple[redis.Redis, redis.Redis]:
-    """(admin, checker): never killed (named apart from the workers' connections)."""
-    admin = redis.Redis(host=srv.host, port=srv.port, client_name="idioms-admin")
-    checker = redis.Redis(host=srv.host, port=srv.port, client_name="idioms-checker")
-    return admin, checker
-
-
-def check_end(checker: redis.Redis, part: str, tally: Tally) -> None:
-    why = report(part, tally)
-    print(why)
-    assert not tally.errors, why
-    assert int(checker.get(f"idioms:{SEED}:{part}:violations") or 0) == 0, why
-    assert tally.fences == sorted(set(tally.fences)), f"fences not increasing: {why}"
-    assert tally.sections > 10, why  # the run did something
-
-
 # -- asyncio ---------------------------------------------------------------------------------
-
-
-def async_handle(client: Any, kind: str, name: str, ttl: float, on_lost: Any = None) -> Any:
-    if kind == "lock":
-        return aredlease.Lock(client, name, ttl=ttl, on_lost=on_lost)
-    if kind == "rlock":
-        return aredlease.RLock(client, name, ttl=ttl, on_lost=on_lost)
-    if kind == "semaphore":
-        return aredlease.Semaphore(client, name, 2 if ttl == TTL else 1, ttl=ttl)
-    rw = aredlease.ReadWriteLock(client, name, ttl=ttl)
-    return rw.read if kind == "read" else rw.write
 
 
 async def take(handle: Any, idiom: str, rng: random.Random) -> bool:
@@ -244,8 +162,11 @@ async def async_dropper(client: Any, end: float, tally: Tally) -> None:
         await asyncio.sleep(rng.uniform(0.1, 0.4))
 
 
-async def async_victim(client: Any, checker: Any, tally: Tally) -> None:
-    """A lock taken away from its holder, whose on_lost is slow (SLOW s, longer than TTL)."""
+async def async_victim(client: Any, checker: Any, end: float, tally: Tally) -> None:
+    """A lock taken away from its holder, whose on_lost is slow (SLOW s, longer than TTL),
+    while another is held all along: it must keep its lease."""
+    keeper = aredlease.Lock(client, f"idioms:{SEED}:asyncio:keeper", ttl=TTL)
+    assert await keeper.acquire(timeout=5)
     told = asyncio.Event()
 
     async def slow_on_lost() -> None:
@@ -258,6 +179,22 @@ async def async_victim(client: Any, checker: Any, tally: Tally) -> None:
     await checker.delete(lock_key(name))  # stolen: the next renewal sees it
     await asyncio.wait_for(told.wait(), 10)
     tally.count("slow on_lost")
+    await asyncio.sleep(max(end - time.monotonic(), SLOW))
+    await release_kept(keeper, tally)
+
+
+async def release_kept(keeper: Any, tally: Tally) -> None:
+    """Release the lock held all along: lost is a failure (an outage is not, it may be)."""
+    for _ in range(3):  # a connection the killer closed fails the call that reuses it
+        try:
+            await keeper.release()
+            return
+        except aredlease.Unavailable:
+            if not await keeper.owned():
+                return
+        except aredlease.LockLost as exc:
+            tally.failed(f"the lock held all along: {exc}")
+            return
 
 
 async def async_killer(admin: redis.Redis, end: float, tally: Tally) -> None:
@@ -267,24 +204,28 @@ async def async_killer(admin: redis.Redis, end: float, tally: Tally) -> None:
         await asyncio.to_thread(kill_connections, admin, rng, tally)
 
 
-async def drops_end(client: Any, tally: Tally) -> None:
-    """A new handle gets each dropped handle's name within its ttl (and the slack)."""
-
-    async def one(label: str, dropped_at: float) -> None:
+async def leases_end(client: Any, tally: Tally) -> None:
+    """A new handle gets each dropped handle's name within its ttl (and the slack), and every
+    name of the run (both permits, a writer) within TTL: a failed release's lease ran out."""
+    ended = time.monotonic()
+    checks = [(label, at, DROP_TTL) for label, at in tally.dropped]
+    for kind in ("lock", "rlock", "semaphore", "semaphore", "write"):
+        checks.append((f"{kind}:{names(kind, 'asyncio')[0]}", ended, TTL))
+    held = []
+    for label, since, ttl in checks:
         kind, name = label.split(":", 1)
-        handle = async_handle(client, checker_of(kind), name, DROP_TTL)
+        handle = async_handle(client, checker_of(kind), name, ttl)
         for _ in range(3):  # a connection the killer closed fails the call that reuses it
-            left = max(dropped_at + DROP_TTL + SLACK - time.monotonic(), 0.1)
             try:
-                if await handle.acquire(timeout=left):
-                    await handle.release()
-                    return
-                break
+                if await handle.acquire(timeout=max(since + ttl + SLACK - time.monotonic(), 0.1)):
+                    held.append(handle)
+                    break
             except aredlease.Unavailable:
                 continue
-        tally.failed(f"dropped {label} still held {DROP_TTL + SLACK:.1f} s after the drop")
-
-    await asyncio.gather(*(one(label, at) for label, at in tally.dropped))
+        else:
+            tally.failed(f"{label} still held {ttl + SLACK:.1f} s after its handle was gone")
+    for handle in held:
+        await handle.release()
 
 
 def test_asyncio_idioms(make_server: Any) -> None:
@@ -301,10 +242,10 @@ def test_asyncio_idioms(make_server: Any) -> None:
         jobs = [
             async_worker(client, checker, kind, n, end, tally) for kind in KINDS for n in (0, 1)
         ]
-        jobs += [async_dropper(client, end, tally), async_victim(client, checker, tally)]
+        jobs += [async_dropper(client, end, tally), async_victim(client, checker, end, tally)]
         jobs.append(async_killer(admin, end, tally))
         await asyncio.gather(*jobs)
-        await drops_end(client, tally)
+        await leases_end(client, tally)
         await aredlease.close(client)
         await client.aclose()
         await checker.aclose()
@@ -322,17 +263,6 @@ def test_asyncio_idioms(make_server: Any) -> None:
 
 
 # -- threads and fork ------------------------------------------------------------------------
-
-
-def sync_handle(client: Any, kind: str, name: str, ttl: float, on_lost: Any = None) -> Any:
-    if kind == "lock":
-        return redlease.Lock(client, name, ttl=ttl, on_lost=on_lost)
-    if kind == "rlock":
-        return redlease.RLock(client, name, ttl=ttl, on_lost=on_lost)
-    if kind == "semaphore":
-        return redlease.Semaphore(client, name, 2 if ttl == TTL else 1, ttl=ttl)
-    rw = redlease.ReadWriteLock(client, name, ttl=ttl)
-    return rw.read if kind == "read" else rw.write
 
 
 def sync_section(checker: redis.Redis, kind: str, handle: Any, tally: Tally) -> None:
@@ -439,19 +369,6 @@ def sync_forker(client: Any, srv: RedisServer, end: float, tally: Tally) -> None
         time.sleep(rng.uniform(0.1, 0.4))
 
 
-def wait_child(pid: int, limit: float = 20.0) -> int:
-    """The child's exit status, killing it if it is not done within ``limit`` seconds."""
-    stop = time.monotonic() + limit
-    while time.monotonic() < stop:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        time.sleep(0.02)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    return -9
-
-
 def sync_dropper(client: Any, end: float, tally: Tally) -> None:
     """Threads that take a handle and end without release()."""
     rng = random.Random(f"{SEED}:drop")
@@ -476,21 +393,9 @@ def sync_dropper(client: Any, end: float, tally: Tally) -> None:
         time.sleep(rng.uniform(0.1, 0.4))
 
 
-def sync_taken(handle: Any, dropped_at: float) -> bool:
-    """Whether ``handle`` gets its name within DROP_TTL + SLACK of ``dropped_at``."""
-    for _ in range(3):  # a connection the killer closed fails the call that reuses it
-        left = max(dropped_at + DROP_TTL + SLACK - time.monotonic(), 0.1)
-        try:
-            if handle.acquire(timeout=left):
-                handle.release()
-                return True
-            return False
-        except redlease.Unavailable:
-            continue
-    return False
-
-
-def sync_victim(client: Any, checker: redis.Redis, tally: Tally) -> None:
+def sync_victim(client: Any, checker: redis.Redis, end: float, tally: Tally) -> None:
+    keeper = redlease.Lock(client, f"idioms:{SEED}:threads:keeper", ttl=TTL)  # held all along
+    assert keeper.acquire(timeout=5)
     told = threading.Event()
 
     def slow_on_lost() -> None:
@@ -505,6 +410,13 @@ def sync_victim(client: Any, checker: redis.Redis, tally: Tally) -> None:
         tally.count("slow on_lost")
     else:
         tally.failed("the victim's on_lost was never called")
+    time.sleep(max(end - time.monotonic(), SLOW))
+    try:
+        keeper.release()
+    except redlease.Unavailable:
+        pass  # (its lease runs out)
+    except redlease.LockLost as exc:
+        tally.failed(f"the lock held all along: {exc}")
 
 
 def sync_killer(admin: redis.Redis, end: float, tally: Tally) -> None:
@@ -535,7 +447,7 @@ def test_thread_and_fork_idioms(make_server: Any) -> None:
     jobs += [
         lambda: sync_forker(client, srv, end, tally),
         lambda: sync_dropper(client, end, tally),
-        lambda: sync_victim(client, checker, tally),
+        lambda: sync_victim(client, checker, end, tally),
         lambda: sync_killer(admin, end, tally),
     ]
     threads = [threading.Thread(target=job, name="idioms-job") for job in jobs]
@@ -544,10 +456,20 @@ def test_thread_and_fork_idioms(make_server: Any) -> None:
     for thread in threads:
         thread.join(60)
     assert not any(t.is_alive() for t in threads), report("threads", tally)
-    for label, dropped_at in tally.dropped:
+    checks = [(label, at, DROP_TTL) for label, at in tally.dropped]  # dropped handles
+    ended = time.monotonic()  # and every name of the run free (both permits, a writer)
+    for kind in ("lock", "rlock", "semaphore", "semaphore", "write"):
+        checks.append((f"{kind}:{names(kind, 'threads')[0]}", ended, TTL))
+    held = []
+    for label, since, ttl in checks:
         kind, name = label.split(":", 1)
-        if not sync_taken(sync_handle(client, checker_of(kind), name, DROP_TTL), dropped_at):
-            tally.failed(f"dropped {label} still held {DROP_TTL + SLACK:.1f} s after the drop")
+        handle = sync_handle(client, checker_of(kind), name, ttl)
+        if sync_taken(handle, since, ttl):
+            held.append(handle)
+        else:
+            tally.failed(f"{label} still held {ttl + SLACK:.1f} s after its handle was gone")
+    for handle in held:
+        handle.release()
     redlease.close(client)
     client.close()
     for _ in range(150):  # bounded: what close() ended has ended

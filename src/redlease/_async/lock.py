@@ -43,6 +43,7 @@ from .waiting import wait_turn
 
 __all__ = ["AsyncLock", "AsyncRLock"]
 
+
 class AsyncLock(AsyncHandle):
     """A distributed mutual-exclusion lock held as a lease on one Redis server.
 

@@ -44,6 +44,7 @@ from .waiting import wait_turn
 
 __all__ = ["Lock", "RLock"]
 
+
 class Lock(Handle):
     """A distributed mutual-exclusion lock held as a lease on one Redis server.
 
