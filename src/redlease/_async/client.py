@@ -43,6 +43,7 @@ import redis.exceptions
 from redis.exceptions import ConnectionError, NoScriptError, RedisError, ResponseError, TimeoutError
 
 from .._compat import FAST_PACK, AsyncConnections, pack_command, private_kwargs
+from .._core.kept import forget_frames
 from .._core.lease import pid
 from .._core.scripts import Script
 from .._logging import record
@@ -347,7 +348,8 @@ class AsyncBackend:
                 replies.append(
                     await self._read(conn, sent, None if limit is None else limit + extra)
                 )
-            except ResponseError as exc:
+            except ResponseError as exc:  # kept in a local of a frame its traceback passed:
+                forget_frames(exc)  # without it, a cycle holds the caller's frames
                 replies.append(exc)
         return replies[0], replies[1]
 

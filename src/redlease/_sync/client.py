@@ -44,6 +44,7 @@ import redis.exceptions
 from redis.exceptions import ConnectionError, NoScriptError, RedisError, ResponseError, TimeoutError
 
 from .._compat import FAST_PACK, Connections, pack_command, private_kwargs
+from .._core.kept import forget_frames
 from .._core.lease import pid
 from .._core.scripts import Script
 from .._logging import record
@@ -348,7 +349,8 @@ class Backend:
                 replies.append(
                     self._read(conn, sent, None if limit is None else limit + extra)
                 )
-            except ResponseError as exc:
+            except ResponseError as exc:  # kept in a local of a frame its traceback passed:
+                forget_frames(exc)  # without it, a cycle holds the caller's frames
                 replies.append(exc)
         return replies[0], replies[1]
 

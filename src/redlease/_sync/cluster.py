@@ -41,7 +41,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.crc import key_slot
 from redis.exceptions import (
@@ -68,6 +68,7 @@ from .renewer import MIN_WAIT
 __all__ = ["ClusterBackend", "ClusterRenewal", "ClusterTooOld"]
 
 _guard = threading.Lock()
+_E = TypeVar("_E", bound=BaseException)
 
 _DROPPED = ("redis_connect_func", "retry", "connection_class", "max_connections")
 """Node connection settings that belong to the cluster client, not to a private pool."""
@@ -713,6 +714,13 @@ class _NodeSubscriptions:
             reader.join(timeout)
 
 
+def _without_frames(exc: _E) -> _E:
+    """``exc`` without its traceback (see ``_core/kept.forget_frames``): a reply kept in a
+    local of a frame its traceback passed would hold that frame, and its callers', in a cycle."""
+    forget_frames(exc)
+    return exc
+
+
 def _refused(exc: BaseException) -> BaseException:
     """A refused SSUBSCRIBE as the hub's reader should see it: ASK (the slot is migrating)
     as a broken subscription, to be made again; any other refusal (NOPERM) as it is."""
@@ -826,18 +834,18 @@ class _Batch:
                 try:
                     replies.append(node._read(conn, self.sent_at, timeout))
                 except ResponseError as exc:
-                    replies.append(exc)
+                    replies.append(_without_frames(exc))
             for i, (keys, args) in enumerate(self.calls):
                 if isinstance(replies[i], NoScriptError):
                     conn.send_command("EVAL", self.script.source, len(keys), *keys, *args)
                     try:
                         replies[i] = node._read(conn, self.sent_at, timeout)
                     except ResponseError as exc:
-                        replies[i] = exc
+                        replies[i] = _without_frames(exc)
         except BaseException as exc:  # broken or late: the connection is out of sync
             node._discard(conn)
             if not isinstance(exc, RedisError):
                 raise
-            return replies + [exc] * (len(self.calls) - len(replies))
+            return replies + [_without_frames(exc)] * (len(self.calls) - len(replies))
         node._pool.release(conn)
         return replies
