@@ -363,7 +363,7 @@ class AsyncCallbacks:
 
     async def aclose(self, timeout: float | None) -> None:
         """Wait at most ``timeout`` seconds for the callbacks still running; cancel the rest."""
-        tasks = set(self._tasks)
+        tasks = self._tasks - {asyncio.current_task()}  # (not a callback closing redlease)
         if tasks:
             await asyncio.wait(tasks, timeout=timeout)
         for task in tasks:

@@ -8,6 +8,7 @@ turn of the loop, a coroutine as a task of its own).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -136,3 +137,26 @@ async def test_no_callback_thread_or_task_is_left_after_close(
         ) and not (AsyncTasks.ASYNC and AsyncTasks.background())
 
     assert await wait_until(gone, limit=3)
+
+
+async def test_an_on_lost_that_closes_redlease_does_not_wait_for_itself(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    """close() from inside a callback: the runner does not wait for (or cancel) the callback
+    that called it."""
+    done: list[float] = []
+
+    async def closing_on_lost() -> None:
+        started = time.monotonic()
+        await redlease.close(async_client)
+        done.append(time.monotonic() - started)
+
+    lock = redlease.Lock(async_client, "closing:itself", ttl=0.6, on_lost=closing_on_lost)
+    assert await lock.acquire()
+    await async_client.delete(lock_key("closing:itself"))
+
+    async def closed() -> bool:
+        return bool(done)
+
+    assert await wait_until(closed, limit=5)
+    assert done[0] < 2.0  # not a socket timeout (5 s) spent waiting for itself

@@ -9,6 +9,7 @@ turn of the loop, a coroutine as a task of its own).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -137,3 +138,26 @@ def test_no_callback_thread_or_task_is_left_after_close(
         ) and not (Tasks.ASYNC and Tasks.background())
 
     assert wait_until(gone, limit=3)
+
+
+def test_an_on_lost_that_closes_redlease_does_not_wait_for_itself(
+    client: redis.Redis,
+) -> None:
+    """close() from inside a callback: the runner does not wait for (or cancel) the callback
+    that called it."""
+    done: list[float] = []
+
+    def closing_on_lost() -> None:
+        started = time.monotonic()
+        redlease.close(client)
+        done.append(time.monotonic() - started)
+
+    lock = redlease.Lock(client, "closing:itself", ttl=0.6, on_lost=closing_on_lost)
+    assert lock.acquire()
+    client.delete(lock_key("closing:itself"))
+
+    def closed() -> bool:
+        return bool(done)
+
+    assert wait_until(closed, limit=5)
+    assert done[0] < 2.0  # not a socket timeout (5 s) spent waiting for itself
