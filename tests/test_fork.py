@@ -156,6 +156,24 @@ def test_a_forked_child_cannot_release_its_parents_lock(client: redis.Redis) -> 
     assert not lock.locked()
 
 
+@pytest.mark.parametrize("kind", ["rlock", "redlock"])
+def test_nor_its_parents_rlock_or_redlock(
+    client: redis.Redis, redlock_clients: list[redis.Redis], kind: str
+) -> None:
+    lock: Any = (
+        redlease.RLock(client, "fork:rlock", ttl=30.0)
+        if kind == "rlock"
+        else redlease.Redlock(redlock_clients, "fork:redlock", ttl=30.0)
+    )
+    with lock:
+        seen = _fork(lambda: _refusals(lock))
+        assert seen["fence"] is None and seen["owned"] is False
+        for action in ("release", "extend", "exit"):
+            assert "acquired by another process" in seen[action], seen
+        assert lock.owned()
+    assert not lock.locked()
+
+
 def test_twin_a_child_that_passes_for_the_acquirer_releases_the_parents_lock(
     client: redis.Redis,
 ) -> None:

@@ -116,6 +116,20 @@ async def test_an_rlock_hands_over_its_lease_once(async_client: redis.asyncio.Re
     assert await async_client.exists(keys(name).lock) == 0
 
 
+async def test_an_rlock_also_held_through_another_object_is_not_detached(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    first = redlease.RLock(async_client, "two-objects", ttl=5.0)
+    second = redlease.RLock(async_client, "two-objects", ttl=5.0)
+    assert await first.acquire() and await second.acquire()  # one holding, re-entered
+    with pytest.raises(RuntimeError, match="another RLock"):
+        await first.detach()
+    await second.release()
+    adopted = await redlease.RLock.adopt(async_client, await first.detach())
+    await adopted.release()
+    assert await async_client.exists(keys("two-objects").lock) == 0
+
+
 async def test_detach_of_a_handle_holding_nothing_raises_not_owned(
     async_client: redis.asyncio.Redis,
 ) -> None:

@@ -117,6 +117,20 @@ def test_an_rlock_hands_over_its_lease_once(client: redis.Redis) -> None:
     assert client.exists(keys(name).lock) == 0
 
 
+def test_an_rlock_also_held_through_another_object_is_not_detached(
+    client: redis.Redis,
+) -> None:
+    first = redlease.RLock(client, "two-objects", ttl=5.0)
+    second = redlease.RLock(client, "two-objects", ttl=5.0)
+    assert first.acquire() and second.acquire()  # one holding, re-entered
+    with pytest.raises(RuntimeError, match="another RLock"):
+        first.detach()
+    second.release()
+    adopted = redlease.RLock.adopt(client, first.detach())
+    adopted.release()
+    assert client.exists(keys("two-objects").lock) == 0
+
+
 def test_detach_of_a_handle_holding_nothing_raises_not_owned(
     client: redis.Redis,
 ) -> None:

@@ -74,8 +74,11 @@ class AsyncLock(AsyncHandle):
     latter.
 
     A handle may be shared by threads (tasks): they queue locally, each acquisition gets its
-    own token, and only the thread (task) that acquired may release. Acquiring again from the
-    holder raises ``RuntimeError``: use :class:`RLock` for reentrancy.
+    own token. In threads only the thread that acquired may release; in asyncio the held
+    handle is the handle's, and any task of its event loop may release it (as with
+    ``asyncio.Lock``), so ``wait_for(lock.acquire(), 5)`` and ``gather`` work. Waiting
+    forever for a lock the caller holds raises ``RuntimeError``: use :class:`RLock` for
+    reentrancy.
     """
 
     def __init__(

@@ -323,13 +323,13 @@ class Handle:
     def _give_up(self) -> Holding:
         """Stop owning and renewing the caller's holding without releasing it (``detach``):
         the lease runs on in Redis, and the handle is free again."""
-        holding = self._owned_holding("detach")
+        settled(self._owned_holding("detach"))  # a grant's claim, read first
+        holding = self._owned_holding("detach")  # (asyncio: another task may have released)
         if holding.count != self._count:
             raise RuntimeError(
                 f"cannot detach lock {self.name!r}: it is also held through another RLock "
                 "object; release those acquisitions first"
             )
-        settled(holding)
         runtime = self._runtime()
         if runtime.holdings.get(holding.key) is holding:
             del runtime.holdings[holding.key]

@@ -23,7 +23,8 @@ class Semaphore(Shared):
     """A counting semaphore of ``permits`` leased permits on one Redis server.
 
     ``Semaphore(client, name, permits, ttl=10.0, timeout=None)``: ``acquire()`` takes one
-    permit for the calling thread (task), ``release()`` gives back its latest one; ``with``
+    permit for the calling thread (asyncio: for the handle), ``release()`` gives back its
+    latest one; ``with``
     does both. Guaranteed, while the server keeps its data and clocks run at a sane rate:
 
     * never more than ``permits`` held at once (after ``set_permits`` lowered the count, no
