@@ -68,6 +68,8 @@ nitpick_ignore_regex = [
     ("py:class", r"redis\.[\w.]+"),
     # autodoc splits a dataclass field's "dict[bytes, bytes]" at the comma (FencedRecord.fields)
     ("py:class", r"dict\[\w+"),
+    # redlease.web and redlease.django take the frameworks' request and response types
+    ("py:class", r"(starlette|django)\.[\w.]+"),
 ]
 nitpick_ignore = [
     ("py:class", "collections.abc.Callable"),
@@ -75,6 +77,8 @@ nitpick_ignore = [
     ("py:class", "collections.abc.Iterator"),
     ("py:class", "collections.abc.AsyncIterator"),
     ("py:class", "collections.abc.Mapping"),
+    ("py:class", "collections.abc.Awaitable"),
+    ("py:class", "collections.abc.MutableMapping"),
     ("py:class", "argparse.ArgumentParser"),
 ]
 

@@ -94,11 +94,12 @@ def pubsub_clients(client: redis.Redis) -> list[dict[str, Any]]:
     return [c for c in client.client_list() if int(c.get("sub", 0) or 0) > 0]
 
 
-def grant_to_a_dead_waiter(server: RedisServer, name: str, handoff: float) -> tuple[bool, int]:
+def grant_to_a_dead_waiter(server: RedisServer, name: str, handoff: float) -> tuple[bool, int, int]:
     """Hold ``name``; queue a waiter process, then a waiter thread behind it; freeze the
     process, release (the script grants it the lock: it still listens), kill it unheard.
 
-    Returns whether the thread got the lock within 3 s, and the fence it got.
+    Returns whether the thread got the lock within 3 s, the fence it got, and the fence of
+    the grant to the dead waiter.
     """
     probe = server.client()
     probe.delete(*[f"redlease:{{{name}}}:{k}" for k in ("lock", "fence", "queue", "handoff")])
@@ -127,6 +128,7 @@ def grant_to_a_dead_waiter(server: RedisServer, name: str, handoff: float) -> tu
         holder.release()  # grants the lock to the frozen process: its subscription is alive
         granted = probe.get(f"redlease:{{{name}}}:lock")
         assert granted is not None and queued(probe, name) == 1  # granted to the first
+        dead_fence = int(probe.get(f"redlease:{{{name}}}:fence") or 0)
         os.kill(first.pid or 0, signal.SIGKILL)  # dies without ever hearing of it
         thread.join(30)
         assert not thread.is_alive()
@@ -136,15 +138,15 @@ def grant_to_a_dead_waiter(server: RedisServer, name: str, handoff: float) -> tu
         first.join(10)
         redlease.close(holder_client)
         redlease.close(second_client)
-    return bool(got[0]), int(got[1] or 0)
+    return bool(got[0]), int(got[1] or 0), dead_fence
 
 
 def test_a_grantee_that_dies_unheard_is_skipped_after_the_handoff_window(
     server: RedisServer,
 ) -> None:
-    acquired, fence = grant_to_a_dead_waiter(server, "dead-grantee", handoff=0.25)
+    acquired, fence, dead_fence = grant_to_a_dead_waiter(server, "dead-grantee", handoff=0.25)
     assert acquired  # within 3 s: the grant's short lease (0.25 s), not the 30 s lease
-    assert fence == 3  # the holder's 1, the dead grantee's 2, then ours
+    assert fence > dead_fence  # a fence of its own, after the dead grantee's
 
 
 def test_twin_a_grant_on_a_long_lease_would_keep_the_next_waiter_out(
@@ -152,7 +154,7 @@ def test_twin_a_grant_on_a_long_lease_would_keep_the_next_waiter_out(
 ) -> None:
     """The twin: were the grant's lease long (here 20 s), the next waiter would not get the
     lock within 3 s, so the test above can fail."""
-    acquired, _ = grant_to_a_dead_waiter(server, "dead-grantee-twin", handoff=20.0)
+    acquired, _, _ = grant_to_a_dead_waiter(server, "dead-grantee-twin", handoff=20.0)
     assert not acquired
 
 

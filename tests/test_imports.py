@@ -62,3 +62,15 @@ def test_redlease_and_its_help_do_not_load_rich() -> None:
     codes, described, modules = json.loads(out)
     assert codes == [0, 0] and described  # the probe saw top's help
     assert [m for m in modules if m.split(".")[0] == "rich"] == []
+
+
+def test_web_frameworks_are_loaded_only_by_their_modules() -> None:
+    """starlette (``redlease.web``) and django (``redlease.django``) are optional extras."""
+    frameworks = ("starlette", "fastapi", "django")
+    for module in ("redlease", "redlease.asyncio"):
+        assert [m for m in loaded_by(module) if m.split(".")[0] in frameworks] == []
+    assert "starlette" in loaded_by("redlease.web")
+def test_redlease_does_not_load_celery() -> None:
+    """Celery is the optional extra of ``redlease.celery``: only importing that loads it."""
+    assert not [m for m in loaded_by("redlease") if m.split(".")[0] in ("celery", "kombu")]
+    assert "celery" in loaded_by("redlease.celery")

@@ -15,12 +15,16 @@ from ._compat import check_redis_version
 
 check_redis_version()  # before anything else: an unsupported redis-py fails here, clearly
 
+from ._core.breakglass import ForceReleased
 from ._core.election import ElectionInfo, Leader
 from ._core.fencing import FencedRecord
+from ._core.holder import HolderInfo
 from ._core.inventory import Reservation, Stock
 from ._core.latch import LatchInfo
 from ._core.lock import LockInfo
+from ._core.once import OnceInfo
 from ._core.ratelimit import RateLimit
+from ._core.rates import Rate
 from ._core.rwlock import ReadWriteLockInfo
 from ._core.semaphore import SemaphoreInfo
 from ._sync.closing import close, closing
@@ -29,6 +33,7 @@ from ._sync.fencing import FencedStore
 from ._sync.inventory import Inventory
 from ._sync.latch import CountDownLatch
 from ._sync.lock import Lock, RLock
+from ._sync.once import Once, OnceRun
 from ._sync.ratelimit import RateLimiter
 from ._sync.redlock import Redlock
 from ._sync.rwlock import ReadWriteLock
@@ -53,6 +58,8 @@ from .errors import (
     NoPermit,
     NotAcquired,
     NotLeader,
+    OnceError,
+    OnceUnavailable,
     OrderClosed,
     OrderConflict,
     OrderNotFound,
@@ -63,6 +70,7 @@ from .errors import (
     RateLimitUnavailable,
     RedleaseError,
     ReplicasUnavailable,
+    RunLost,
     SemaphoreError,
     SemaphoreUnavailable,
     SoldOut,
@@ -82,7 +90,9 @@ __all__ = [
     "FencedStore",
     "FencedStoreUnavailable",
     "FencingError",
+    "ForceReleased",
     "ForeignData",
+    "HolderInfo",
     "Inventory",
     "InventoryError",
     "InventoryUnavailable",
@@ -102,6 +112,11 @@ __all__ = [
     "NoPermit",
     "NotAcquired",
     "NotLeader",
+    "Once",
+    "OnceError",
+    "OnceInfo",
+    "OnceRun",
+    "OnceUnavailable",
     "OrderClosed",
     "OrderConflict",
     "OrderNotFound",
@@ -109,6 +124,7 @@ __all__ = [
     "PermitNotHeld",
     "QuorumUnavailable",
     "RLock",
+    "Rate",
     "RateLimit",
     "RateLimitError",
     "RateLimitUnavailable",
@@ -119,6 +135,7 @@ __all__ = [
     "Redlock",
     "ReplicasUnavailable",
     "Reservation",
+    "RunLost",
     "Semaphore",
     "SemaphoreError",
     "SemaphoreInfo",

@@ -27,10 +27,12 @@ __all__ = [
     "acquired",
     "current",
     "error",
+    "force_released",
     "held_at_close",
     "install",
     "lost",
     "not_acquired",
+    "rate_limit_unavailable",
     "released",
     "renewal_failed",
     "renewed",
@@ -109,6 +111,28 @@ def error(primitive: str, name: str, operation: str, exc: BaseException) -> None
         _call(observer, "error", primitive, name, operation, exc)
 
 
+def rate_limit_unavailable(name: str, decision: str, exc: BaseException) -> None:
+    """A web rate limit could not reach Redis; the request was let through (``decision``
+    ``"allow"``) or refused with 503 (``"deny"``)."""
+    record(
+        logging.WARNING,
+        "ratelimit_unavailable",
+        "rate limiter %r could not reach Redis: request %s (on_unavailable=%r): %s: %s",
+        name,
+        "allowed" if decision == "allow" else "denied with 503",
+        decision,
+        type(exc).__name__,
+        str(exc),
+        primitive="ratelimit",
+        name=name,
+        decision=decision,
+        error=f"{type(exc).__name__}: {exc}",
+    )
+    observer = _observer
+    if observer is not None:
+        _call(observer, "rate_limit_unavailable", name, decision)
+
+
 def renewed(holdings: Sequence[Holding]) -> None:
     """The watchdog renewed these holdings."""
     observer = _observer
@@ -185,4 +209,23 @@ def held_at_close(holding: Holding, left: float) -> None:
         name=holding.name,
         fence=holding.fence,
         remaining=max(left, 0.0),
+    )
+
+
+def force_released(primitive: str, name: str, tokens: Sequence[str], fence: int) -> None:
+    """An operator's break-glass release removed the holders ``tokens``; the fencing counter
+    moved on to ``fence``. A WARNING: another process was holding it, and loses it now."""
+    record(
+        logging.WARNING,
+        "force_released",
+        "%s %r force-released: removed %d holder(s) %s; the fence moved on to %d",
+        primitive,
+        name,
+        len(tokens),
+        ", ".join(tokens),
+        fence,
+        primitive=primitive,
+        name=name,
+        holders=list(tokens),
+        fence=fence,
     )

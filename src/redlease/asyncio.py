@@ -19,16 +19,22 @@ from ._async.inventory import AsyncInventory as Inventory
 from ._async.latch import AsyncCountDownLatch as CountDownLatch
 from ._async.lock import AsyncLock as Lock
 from ._async.lock import AsyncRLock as RLock
+from ._async.once import AsyncOnce as Once
+from ._async.once import AsyncOnceRun as OnceRun
 from ._async.ratelimit import AsyncRateLimiter as RateLimiter
 from ._async.redlock import AsyncRedlock as Redlock
 from ._async.rwlock import AsyncReadWriteLock as ReadWriteLock
 from ._async.semaphore import AsyncSemaphore as Semaphore
+from ._core.breakglass import ForceReleased
 from ._core.election import ElectionInfo, Leader
 from ._core.fencing import FencedRecord
+from ._core.holder import HolderInfo
 from ._core.inventory import Reservation, Stock
 from ._core.latch import LatchInfo
 from ._core.lock import LockInfo
+from ._core.once import OnceInfo
 from ._core.ratelimit import RateLimit
+from ._core.rates import Rate
 from ._core.rwlock import ReadWriteLockInfo
 from ._core.semaphore import SemaphoreInfo
 from .errors import (
@@ -51,6 +57,8 @@ from .errors import (
     NoPermit,
     NotAcquired,
     NotLeader,
+    OnceError,
+    OnceUnavailable,
     OrderClosed,
     OrderConflict,
     OrderNotFound,
@@ -61,6 +69,7 @@ from .errors import (
     RateLimitUnavailable,
     RedleaseError,
     ReplicasUnavailable,
+    RunLost,
     SemaphoreError,
     SemaphoreUnavailable,
     SoldOut,
@@ -78,7 +87,9 @@ __all__ = [
     "FencedStore",
     "FencedStoreUnavailable",
     "FencingError",
+    "ForceReleased",
     "ForeignData",
+    "HolderInfo",
     "Inventory",
     "InventoryError",
     "InventoryUnavailable",
@@ -98,6 +109,11 @@ __all__ = [
     "NoPermit",
     "NotAcquired",
     "NotLeader",
+    "Once",
+    "OnceError",
+    "OnceInfo",
+    "OnceRun",
+    "OnceUnavailable",
     "OrderClosed",
     "OrderConflict",
     "OrderNotFound",
@@ -105,6 +121,7 @@ __all__ = [
     "PermitNotHeld",
     "QuorumUnavailable",
     "RLock",
+    "Rate",
     "RateLimit",
     "RateLimitError",
     "RateLimitUnavailable",
@@ -115,6 +132,7 @@ __all__ = [
     "Redlock",
     "ReplicasUnavailable",
     "Reservation",
+    "RunLost",
     "Semaphore",
     "SemaphoreError",
     "SemaphoreInfo",

@@ -35,6 +35,9 @@ Every error this library raises on purpose derives from :class:`RedleaseError`::
     ├── FencingError
     │   ├── StaleFence           a write's fence is below the highest the resource accepted
     │   └── FencedStoreUnavailable  Redis failed or could not be reached: the cause is chained
+    ├── OnceError
+    │   ├── RunLost              a Once's run lost its lease before finish() / fail()
+    │   └── OnceUnavailable      Redis failed or could not be reached: the cause is chained
     └── (later primitives add their own branches)
 
     (ReadWriteLock raises the LockError family, plus LockUpgradeError, a LockError: the
@@ -79,6 +82,8 @@ __all__ = [
     "NoPermit",
     "NotAcquired",
     "NotLeader",
+    "OnceError",
+    "OnceUnavailable",
     "OrderClosed",
     "OrderConflict",
     "OrderNotFound",
@@ -88,6 +93,7 @@ __all__ = [
     "RateLimitError",
     "RateLimitUnavailable",
     "RedleaseError",
+    "RunLost",
     "SemaphoreError",
     "SemaphoreUnavailable",
     "SoldOut",
@@ -396,6 +402,20 @@ class FencedStoreUnavailable(FencingError, Unavailable):
     """
 
 
+# -- once -----------------------------------------------------------------------------------
+class OnceError(RedleaseError):
+    """Base class of the errors of :class:`~redlease.Once`."""
+
+
+class RunLost(OnceError):
+    """The run's lease ran out (or another run started) before ``finish()`` / ``fail()``:
+    its outcome was not recorded, and another host may have started a run meanwhile."""
+
+
+class OnceUnavailable(OnceError, Unavailable):
+    """Redis failed, or could not be reached, during a Once operation (cause chained)."""
+
+
 _BASES = frozenset(
     {
         RedleaseError,
@@ -408,6 +428,7 @@ _BASES = frozenset(
         LatchError,
         ElectionError,
         FencingError,
+        OnceError,
     }
 )
 """Classes that are only caught, never raised."""

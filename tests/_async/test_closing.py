@@ -113,7 +113,7 @@ async def test_twenty_short_lived_clients_leave_nothing(make_server: Any) -> Non
         async with client, redlease.closing(client) as same:
             assert same is client
             async with redlease.Lock(client, f"short:{i}") as held:
-                assert held.fence == 1
+                assert held.fence > 0
     assert AsyncTasks.background() - before == set()
     await assert_no_connections(admin)
     admin.close()

@@ -8,6 +8,7 @@ import pytest
 import redis.asyncio
 
 import redlease.asyncio as redlease
+from redlease._core.election import election_keys
 from redlease._core.shared import SharedKeys
 from tests._async.helpers import wait_until
 from tests.support import AsyncTasks
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def keys(name: str) -> SharedKeys:
-    return SharedKeys.build("redlease", name.encode())
+    return election_keys("redlease", name.encode())
 
 
 async def test_campaign_lead_and_resign(async_client: redis.asyncio.Redis) -> None:
@@ -24,11 +25,12 @@ async def test_campaign_lead_and_resign(async_client: redis.asyncio.Redis) -> No
     assert await election.leader() is None
     assert election.term is None
     assert await election.campaign("host-a")
-    assert election.term == 1 and election.value == "host-a"
-    assert await election.leader() == redlease.Leader("host-a", 1)
+    term = election.term
+    assert term is not None and term > 0 and election.value == "host-a"
+    assert await election.leader() == redlease.Leader("host-a", term)
     assert await election.leading()
     info = await election.inspect()
-    assert info.leader == ("host-a", 1) and info.mine and info.last_term == 1
+    assert info.leader == ("host-a", term) and info.mine and info.last_term == term
     assert info.remaining is not None and 0 < info.remaining <= 10.0
     with pytest.raises(RuntimeError, match="leads already"):
         await election.campaign("again")
@@ -65,6 +67,7 @@ async def test_a_candidate_waits_and_terms_increase(async_client: redis.asyncio.
 async def test_observe_yields_each_change(async_client: redis.asyncio.Redis) -> None:
     election = redlease.Election(async_client, "watched", ttl=30.0)
     seen: list[Any] = []
+    election_term: list[int | None] = []
 
     async def watch() -> None:
         async for leader in redlease.Election(async_client, "watched").observe(timeout=5):
@@ -75,11 +78,12 @@ async def test_observe_yields_each_change(async_client: redis.asyncio.Redis) -> 
     async def change() -> None:
         assert await wait_until(lambda: _watching(async_client, "watched"))
         assert await election.campaign("x")
+        election_term.append(election.term)
         assert await wait_until(lambda: _seen(seen, 2))
         await election.resign()
 
     await AsyncTasks.gather(watch, change)
-    assert seen == [None, ("x", 1), None]
+    assert seen == [None, ("x", election_term[0]), None]
 
 
 async def test_observe_stops_after_its_timeout(async_client: redis.asyncio.Redis) -> None:

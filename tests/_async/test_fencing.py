@@ -72,6 +72,22 @@ async def test_delete_keeps_the_mark_so_a_stale_holder_cannot_resurrect(
     assert await store.write(2, "again") == 3
 
 
+@pytest.mark.parametrize("top", [1_795_000_000_000_001, 2**53 - 1], ids=["us-now", "2**53"])
+async def test_fences_up_to_2_53_compare_exactly(
+    async_client: redis.asyncio.Redis, top: int
+) -> None:
+    """Lock fences are server times in us (16 digits): the store's Lua compares them as
+    doubles, exact up to 2**53, so a fence one below the mark is refused and the mark reads
+    back unrounded."""
+    store = redlease.FencedStore(async_client, f"big:{top}")
+    assert await store.write(top, "a") == 1
+    with pytest.raises(redlease.StaleFence) as info:
+        await store.write(top - 1, "one below")
+    assert (info.value.fence, info.value.highest) == (top - 1, top)
+    assert await store.write(top + 1, "one above") == 2
+    assert (await store.read()).fence == top + 1
+
+
 async def test_a_stale_holders_write_is_refused(async_client: redis.asyncio.Redis) -> None:
     """A holder paused past its lease writes late with its old fence: refused, data intact."""
     store = redlease.FencedStore(async_client, "orders:7")
@@ -85,7 +101,7 @@ async def test_a_stale_holders_write_is_refused(async_client: redis.asyncio.Redi
         await store.write(fresh.fence, "fresh")
     with pytest.raises(redlease.StaleFence) as info:
         await store.write(old_fence, "stale")
-    assert (info.value.fence, info.value.highest) == (old_fence, old_fence + 1)
+    assert (info.value.fence, info.value.highest) == (old_fence, fresh.fence)
     assert (await store.read()).value == b"fresh"
 
 

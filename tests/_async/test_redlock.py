@@ -30,7 +30,7 @@ async def test_acquire_release_and_state(async_redlock_clients: list[Any]) -> No
     lock = redlease.Redlock(async_redlock_clients, "res", ttl=10.0)
     assert lock.validity is None and lock.quorum == 3
     assert await lock.acquire()
-    assert lock.fence == 1
+    assert lock.fence is not None and lock.fence > 0
     validity = lock.validity
     assert validity is not None and 0 < validity < 10.0
     assert await lock.owned() and await lock.locked()
@@ -95,12 +95,13 @@ async def test_two_hung_servers_do_not_stop_it(
 ) -> None:
     lock = redlease.Redlock(async_redlock_clients, "res", server_timeout=0.5)
     assert await lock.acquire(blocking=False)  # warm connections: a hung reply, not handshake
+    first = lock.fence or 0
     await lock.release()
     redlock_servers[1].pause()
     redlock_servers[4].pause()
     try:
         assert await lock.acquire(blocking=False)  # one round: hung servers cost its deadline
-        assert lock.fence == 2
+        assert (lock.fence or 0) > first
         await lock.extend()
         await lock.release()
     finally:
@@ -183,7 +184,7 @@ async def test_one_server_is_a_redlock_too(async_client: redis.asyncio.Redis) ->
     with pytest.raises(ValueError, match=r"fewer than 3 .* allow_small_quorum=True"):
         redlease.Redlock([async_client], "res")
     async with redlease.Redlock([async_client], "res", allow_small_quorum=True) as lock:
-        assert lock.quorum == 1 and lock.fence == 1
+        assert lock.quorum == 1 and (lock.fence or 0) > 0
 
 
 # -- bad input ------------------------------------------------------------------------------
@@ -236,8 +237,8 @@ async def test_a_redlock_lease_that_ran_out_before_acquire_returned_is_not_retur
     """redlock5 saw a sync Redlock return True with validity 0 and the keys gone, after
     spending longer than the lease on hung servers between its grant and its return."""
     lock = redlease.Redlock(async_redlock_clients, "arrival", ttl=0.5)
-    got, owned, fence = await paused_after_the_grant(lock, monkeypatch, 0.8)
-    assert got and owned and fence == 2  # taken again, with a live lease
+    got, owned, again = await paused_after_the_grant(lock, monkeypatch, 0.8)
+    assert got and owned and again  # taken again, with a live lease
     await lock.release()
 
 

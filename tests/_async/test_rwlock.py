@@ -8,6 +8,7 @@ import pytest
 import redis.asyncio
 
 import redlease.asyncio as redlease
+from redlease._core.rwlock import rwlock_keys
 from redlease._core.shared import SharedKeys
 from tests._async.helpers import wait_until
 from tests.support import AsyncTasks
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def keys(name: str) -> SharedKeys:
-    return SharedKeys.build("redlease", name.encode())
+    return rwlock_keys("redlease", name.encode())
 
 
 async def test_readers_share_a_writer_excludes(async_client: redis.asyncio.Redis) -> None:

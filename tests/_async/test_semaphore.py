@@ -8,6 +8,7 @@ import pytest
 import redis.asyncio
 
 import redlease.asyncio as redlease
+from redlease._core.semaphore import semaphore_keys
 from redlease._core.shared import SharedKeys
 from tests._async.helpers import wait_until
 from tests.support import AsyncTasks
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def keys(name: str) -> SharedKeys:
-    return SharedKeys.build("redlease", name.encode())
+    return semaphore_keys("redlease", name.encode())
 
 
 async def test_permits_are_counted_and_given_back(async_client: redis.asyncio.Redis) -> None:

@@ -114,7 +114,7 @@ def test_twenty_short_lived_clients_leave_nothing(make_server: Any) -> None:
         with client, redlease.closing(client) as same:
             assert same is client
             with redlease.Lock(client, f"short:{i}") as held:
-                assert held.fence == 1
+                assert held.fence > 0
     assert Tasks.background() - before == set()
     assert_no_connections(admin)
     admin.close()

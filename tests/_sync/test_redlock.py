@@ -31,7 +31,7 @@ def test_acquire_release_and_state(redlock_clients: list[Any]) -> None:
     lock = redlease.Redlock(redlock_clients, "res", ttl=10.0)
     assert lock.validity is None and lock.quorum == 3
     assert lock.acquire()
-    assert lock.fence == 1
+    assert lock.fence is not None and lock.fence > 0
     validity = lock.validity
     assert validity is not None and 0 < validity < 10.0
     assert lock.owned() and lock.locked()
@@ -96,12 +96,13 @@ def test_two_hung_servers_do_not_stop_it(
 ) -> None:
     lock = redlease.Redlock(redlock_clients, "res", server_timeout=0.5)
     assert lock.acquire(blocking=False)  # warm connections: a hung reply, not handshake
+    first = lock.fence or 0
     lock.release()
     redlock_servers[1].pause()
     redlock_servers[4].pause()
     try:
         assert lock.acquire(blocking=False)  # one round: hung servers cost its deadline
-        assert lock.fence == 2
+        assert (lock.fence or 0) > first
         lock.extend()
         lock.release()
     finally:
@@ -184,7 +185,7 @@ def test_one_server_is_a_redlock_too(client: redis.Redis) -> None:
     with pytest.raises(ValueError, match=r"fewer than 3 .* allow_small_quorum=True"):
         redlease.Redlock([client], "res")
     with redlease.Redlock([client], "res", allow_small_quorum=True) as lock:
-        assert lock.quorum == 1 and lock.fence == 1
+        assert lock.quorum == 1 and (lock.fence or 0) > 0
 
 
 # -- bad input ------------------------------------------------------------------------------
@@ -237,8 +238,8 @@ def test_a_redlock_lease_that_ran_out_before_acquire_returned_is_not_returned(
     """redlock5 saw a sync Redlock return True with validity 0 and the keys gone, after
     spending longer than the lease on hung servers between its grant and its return."""
     lock = redlease.Redlock(redlock_clients, "arrival", ttl=0.5)
-    got, owned, fence = paused_after_the_grant(lock, monkeypatch, 0.8)
-    assert got and owned and fence == 2  # taken again, with a live lease
+    got, owned, again = paused_after_the_grant(lock, monkeypatch, 0.8)
+    assert got and owned and again  # taken again, with a live lease
     lock.release()
 
 

@@ -9,6 +9,7 @@ import pytest
 import redis
 
 import redlease as redlease
+from redlease._core.rwlock import rwlock_keys
 from redlease._core.shared import SharedKeys
 from tests._sync.helpers import wait_until
 from tests.support import Tasks
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def keys(name: str) -> SharedKeys:
-    return SharedKeys.build("redlease", name.encode())
+    return rwlock_keys("redlease", name.encode())
 
 
 def test_readers_share_a_writer_excludes(client: redis.Redis) -> None:

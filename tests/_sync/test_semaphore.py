@@ -9,6 +9,7 @@ import pytest
 import redis
 
 import redlease as redlease
+from redlease._core.semaphore import semaphore_keys
 from redlease._core.shared import SharedKeys
 from tests._sync.helpers import wait_until
 from tests.support import Tasks
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def keys(name: str) -> SharedKeys:
-    return SharedKeys.build("redlease", name.encode())
+    return semaphore_keys("redlease", name.encode())
 
 
 def test_permits_are_counted_and_given_back(client: redis.Redis) -> None:

@@ -135,16 +135,20 @@ def test_top_draws_held_lock_and_permit_then_drops_them_and_exits_on_ctrl_c(
         lock = redlease.Lock(client, "orders:42", prefix=PREFIX, ttl=30)
         sem = redlease.Semaphore(client, "pool", 2, prefix=PREFIX, ttl=30)
         assert lock.acquire(timeout=5) and sem.acquire(timeout=5)
-        lock_fence = lock.fence
+        lock_fence, sem_fence = lock.fence, sem.fence
+        who = lock.inspect().held_by
+        assert who is not None
         try:
             frame = term.wait_frame(lambda f: row(f, "orders:42") is not None and "pool" in f)
         finally:
             lock.release()
             sem.release()
         _, kind, held_by, lease, fence, waiters = row(frame, "orders:42") or [""] * 6
-        assert (kind, held_by, fence, waiters) == ("lock", "held", str(lock_fence), "0")
+        holder = f"{who.host}:{who.pid} {who.thread}"  # who holds it
+        assert (kind, held_by, fence, waiters) == ("lock", holder, str(lock_fence), "0")
         assert re.fullmatch(r"\d+\.\d s", lease) and 0 < float(lease[:-2]) <= 30
-        assert row(frame, "pool") == ["pool", "semaphore", "1/2 permits", lease_of(frame), "1", "0"]
+        expected = ["pool", "semaphore", "1/2 permits", lease_of(frame), str(sem_fence), "0"]
+        assert row(frame, "pool") == expected
         frame = term.wait_frame(lambda f: "0 in use" in f)  # released: gone from the view
         assert row(frame, "orders:42") is None and row(frame, "pool") is None
         os.write(term.fd, b"\x03")  # Ctrl-C, typed
@@ -231,7 +235,10 @@ def test_snapshot_filters_by_glob_and_shows_the_family(client: redis.Redis) -> N
     stock.restock(5)
     with lock as held, rw.write:
         fence = held.fence
+        who = lock.inspect().held_by
+        assert who is not None
         assert election.campaign("node-a", timeout=5)
+        term = election.term
         try:
             rows, scanned = snapshot(client, PREFIX)
             only_jobs, _ = snapshot(client, PREFIX, match="job:*")
@@ -239,9 +246,10 @@ def test_snapshot_filters_by_glob_and_shows_the_family(client: redis.Redis) -> N
             election.resign()
     cells = {r.name: r.cells()[1:] for r in rows}
     assert scanned == 5 and set(cells) == {"job:1", "cfg", "gate", "vote", "sku"}
-    assert cells["job:1"][:2] == ("lock", "held") and cells["job:1"][3] == str(fence)
+    assert cells["job:1"][:2] == ("lock", f"{who.host}:{who.pid} {who.thread}")
+    assert cells["job:1"][3] == str(fence)
     assert cells["cfg"][1] == "writer" and cells["gate"][1] == "count 2"
-    assert cells["vote"][:2] == ("election", "node-a (term 1)")
+    assert cells["vote"][:2] == ("election", f"node-a (term {term})")
     assert cells["sku"][:2] == ("inventory", "5 free, 0 held, 0 sold of 5")
     assert [r.name for r in only_jobs] == ["job:1"]
     rows, _ = snapshot(client, PREFIX)  # all released: the latch and the stock remain
@@ -279,8 +287,10 @@ def test_snapshot_counts_a_lock_waiter(client: redis.Redis) -> None:
         while lock.inspect().waiters == 0 and time.monotonic() < deadline:
             time.sleep(0.02)
         rows, _ = snapshot(client, PREFIX)
+        who = lock.inspect().held_by
     finally:
         lock.release()
         thread.join(timeout=15)
-    assert got == [True]
-    assert [(r.name, r.held_by, r.waiters) for r in rows] == [("busy", "held", "1")]
+    assert got == [True] and who is not None
+    holder = f"{who.host}:{who.pid} {who.thread}"
+    assert [(r.name, r.held_by, r.waiters) for r in rows] == [("busy", holder, "1")]

@@ -103,10 +103,11 @@ def test_rediss_with_a_client_certificate_by_options_and_by_query(
     ca, cert, key = (str(path) for path in files)
     options = ["--url", tls_server.url, "--tls-ca-cert", ca, "--tls-cert", cert, "--tls-key", key]
     assert main([*options, "run", "tls-job", *RUN_OK]) == 0
-    assert inspected(capsys, *options, "inspect", "tls-job")["fence"] == 1
+    first = inspected(capsys, *options, "inspect", "tls-job")["fence"]
+    assert first > 0
     query = f"{tls_server.url}?ssl_ca_certs={ca}&ssl_certfile={cert}&ssl_keyfile={key}"
     assert main(["--url", query, "run", "tls-job", *RUN_OK]) == 0
-    assert inspected(capsys, "--url", query, "inspect", "tls-job")["fence"] == 2
+    assert inspected(capsys, "--url", query, "inspect", "tls-job")["fence"] > first
 
 
 def test_twin_rediss_without_the_client_certificate_is_refused(
@@ -129,13 +130,15 @@ def test_cluster_run_and_inspect_by_option_and_by_url(
     node = cluster.masters[0].url
     names = ["job-a", "job-b", "job-c", "job-d"]  # several slots, on several masters
     assert len({cluster.master_of(f"{{{name}}}").port for name in names}) > 1
+    first = {}
     for name in names:
         assert main(["--url", node, "--cluster", "run", name, *RUN_OK]) == 0
         shown = inspected(capsys, "--url", node.replace("redis", "redis+cluster"), "inspect", name)
-        assert (shown["held"], shown["fence"]) == (False, 1)
+        assert shown["held"] is False and shown["fence"] > 0
+        first[name] = shown["fence"]
     with redlease.Lock(cluster_client, "job-a", ttl=20.0):
         shown = inspected(capsys, "--cluster", "--url", node, "inspect", "job-a")
-        assert (shown["held"], shown["fence"]) == (True, 2)
+        assert shown["held"] is True and shown["fence"] > first["job-a"]
         assert main(["--cluster", "--url", node, "run", "job-a", "-n", *RUN_OK]) == 75
 
 
@@ -214,13 +217,15 @@ def test_sentinel_run_and_inspect_by_options_and_by_url(
 ) -> None:
     options = sentinel_options(sentinel_group)
     assert main([*options, "run", "s-job", *RUN_OK]) == 0
-    assert inspected(capsys, *options, "inspect", "s-job")["fence"] == 1
+    first = inspected(capsys, *options, "inspect", "s-job")["fence"]
+    assert first > 0
     hosts = ",".join(f"{h}:{p}" for h, p in sentinel_group.sentinel_addresses)
     url = f"redis+sentinel://{hosts}/{sentinel_group.service}/0"
     assert main(["--url", url, "run", "s-job", *RUN_OK]) == 0
-    assert inspected(capsys, "--url", url, "inspect", "s-job")["fence"] == 2
+    second = inspected(capsys, "--url", url, "inspect", "s-job")["fence"]
+    assert second > first
     with sentinel_group.master.client() as conn:  # it was the master the sentinels named
-        assert conn.get("redlease:{s-job}:fence") == b"2"
+        assert conn.get("redlease:{s-job}:fence") == str(second).encode()
 
 
 def test_twin_a_sentinel_service_nobody_knows_exits_69(
@@ -240,7 +245,7 @@ def test_sentinel_url_with_the_masters_password_from_url_option(
     options = sentinel_options(sentinel_group)
     assert main([*options, "--url", "redis:///5", "run", "s-db", *RUN_OK]) == 0
     with sentinel_group.master.client(db=5) as conn:
-        assert conn.get("redlease:{s-db}:fence") == b"1"
+        assert int(conn.get("redlease:{s-db}:fence") or 0) > 0
 
 
 def test_demo_counter_through_the_sentinels(

@@ -8,9 +8,10 @@ from redlease._core.lease import Holding, new_token
 def test_tokens_are_random_and_long() -> None:
     tokens = {new_token() for _ in range(1000)}
     assert len(tokens) == 1000
-    process, _random = next(iter(tokens)).split(b".")
+    process, _random, identity = next(iter(tokens)).split(b".", 2)
     assert all(t.startswith(process + b".") for t in tokens)  # the process' channel id
-    assert all(len(t) == len(process) + 1 + 32 for t in tokens)  # and 128 random bits
+    assert all(len(t.split(b".")[1]) == 32 for t in tokens)  # and 128 random bits
+    assert all(t.endswith(b"." + identity) for t in tokens)  # and who holds it
 
 
 def holding(ttl_ms: int = 3000, key: bytes = b"k") -> Holding:

@@ -31,11 +31,13 @@ def test_decode_acquire_refuses_nonsense() -> None:
 def test_decode_inspect() -> None:
     lock_keys = LockKeys.build("p", b"n")
     assert decode_inspect([1500, 1, 7, 2], "n", lock_keys) == LockInfo(
-        name="n", held=True, mine=True, remaining=1.5, fence=7, waiters=2
+        name="n", held=True, mine=True, remaining=1.5, fence=7, waiters=2, servers=1
     )
+    held = decode_inspect([1500, 0, 7, 0, b"ab.cd.host:12:Thread-1"], "n", lock_keys).held_by
+    assert held is not None and (held.host, held.pid, held.thread) == ("host", 12, "Thread-1")
     assert decode_inspect([-2, 0, 0, 0], "n", lock_keys).remaining is None
     assert decode_inspect([-1, 0, 3, 0], "n", lock_keys) == LockInfo(
-        name="n", held=True, mine=False, remaining=None, fence=3, waiters=0
+        name="n", held=True, mine=False, remaining=None, fence=3, waiters=0, servers=1
     )
     with pytest.raises(ForeignData, match=r"p:\{n\}:queue") as caught:
         decode_inspect([-3, 3], "n", lock_keys)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from redlease._core import redlock as core
-from redlease._core.lock import ACQUIRED, HELD, RESERVED
+from redlease._core.holder import HolderInfo, decode
+from redlease._core.lock import ACQUIRED, HELD, RESERVED, LockInfo
 
 
 @pytest.mark.parametrize(("n", "quorum"), [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (7, 4)])
@@ -122,3 +123,31 @@ def test_a_waiter_watches_a_reservation_only_from_right_behind_the_head() -> Non
     assert tally.reserved_ms == [30, 40, 50, 60, 70]
     far = core.tally([[RESERVED, 40, 0, 2]] * 3)
     assert far.check_ms == [] and far.reserved_ms == [40] * 3 and not far.fence_known
+
+
+def test_merge_inspect_names_the_holder_of_a_majority() -> None:
+    a, b = decode(b"p.r.h:1:A", 0), decode(b"p.s.h:2:B", 0)
+
+    def info(
+        holder: HolderInfo | None, left: float | None, fence: int, mine: bool = False
+    ) -> LockInfo:
+        held = holder is not None
+        return LockInfo("n", held, mine, left, fence, 1, holder, int(held))
+
+    merged = core.merge_inspect(
+        "n", [info(a, 5.0, 7, True), info(a, 4.0, 6, True), info(b, 9, 3)], 2
+    )
+    assert (merged.held, merged.mine, merged.held_by, merged.servers) == (True, True, a, 2)
+    assert (merged.remaining, merged.fence, merged.waiters) == (4.0, 7, 1)
+    split = core.merge_inspect("n", [info(a, 5.0, 7), info(b, 4.0, 6), info(None, None, 6)], 2)
+    assert not split.held and split.servers == 1 and split.remaining is None
+    assert core.merge_inspect("n", [], 2) == LockInfo("n", False, False, None, 0, 0, None, 0)
+
+
+def test_a_fence_no_server_remembers_is_the_latest_server_time() -> None:
+    """Every granting server lost the counter (or never had it): the merged fence is the
+    latest of the times they sent, so it does not go back to 1 after they all lost it."""
+    fresh = core.tally([[1, 0, 1_700_000_000_000_001], [1, 0, 1_700_000_000_000_009], [1, 0, 7]])
+    assert fresh.fence_known and fresh.fence == 1_700_000_000_000_009
+    twin = core.tally([[1, 0], [1, 0], [1, 0]])  # the replies before: no time in them
+    assert twin.fence_known and twin.fence == 1

@@ -6,6 +6,7 @@ import pytest
 
 from redlease import ForeignData, SemaphoreInfo
 from redlease._core.election import ElectionInfo, Leader, decode_watch, election_info
+from redlease._core.holder import decode
 from redlease._core.latch import LatchInfo, LatchKeys, decode_wait
 from redlease._core.latch import decode_inspect as latch_inspect
 from redlease._core.rwlock import ReadWriteLockInfo, rwlock_info
@@ -14,21 +15,21 @@ from redlease._core.shared import EVERYTHING, Holder, SharedKeys, Snapshot, deco
 
 
 def test_keys_share_one_hash_tag_in_script_order() -> None:
-    keys = SharedKeys.build("app", b"pool")
-    assert all(k.startswith(b"app:{pool}:") for k in keys.in_order())
+    keys = SharedKeys.build("app", b"pool", "semaphore")
+    assert all(k.startswith(b"app:{pool}:semaphore:") for k in keys.in_order())
     assert keys.in_order()[0] == keys.holders and keys.in_order()[-1] == keys.watchers
     assert len(set(keys.in_order())) == 8
 
 
 def test_decode_inspect() -> None:
-    keys = SharedKeys.build("p", b"n")
+    keys = SharedKeys.build("p", b"n", "rwlock")
     raw = [[3, 2, 1, 9, 1500], [b"a.1", 1500, 1, b""], [b"b.2", 2500, 1, b"9 v"]]
     snap = decode_inspect(raw, "n", keys)
     assert snap == Snapshot(
         3, 2, 1, 9, 1.5, (Holder(b"a.1", 1.5, 1, b""), Holder(b"b.2", 2.5, 1, b"9 v"))
     )
     assert decode_inspect([[1, 0, 0, 0, -2]], "n", keys).mine is None
-    with pytest.raises(ForeignData, match=r"p:\{n\}:queue"):
+    with pytest.raises(ForeignData, match=r"p:\{n\}:rwlock:queue"):
         decode_inspect([-3, 3], "n", keys)
     for bad in (None, [[1, 2]], [[1, 2, 3, 4, 5], [b"x"]]):
         with pytest.raises(ValueError, match=r"shared_inspect\.lua"):
@@ -44,7 +45,15 @@ def test_int_list() -> None:
 def test_semaphore_info_never_reports_negative_availability() -> None:
     snap = Snapshot(1, 2, 0, 4, None, (Holder(b"a", 1.0, 1, b""), Holder(b"b", 2.0, 1, b"")))
     assert semaphore_info(snap, "s", 0) == SemaphoreInfo(
-        name="s", permits=1, used=2, available=0, waiters=0, mine=0, holders=(1.0, 2.0), fence=4
+        name="s",
+        permits=1,
+        used=2,
+        available=0,
+        waiters=0,
+        mine=0,
+        holders=(1.0, 2.0),
+        fence=4,
+        held_by=(decode(b"a", 0), decode(b"b", 0)),
     )
 
 
@@ -69,7 +78,13 @@ def test_election_replies() -> None:
             decode_watch(bad)
     snap = Snapshot(1, 1, 2, 7, None, (Holder(b"t", 1.0, 1, b"7 a b"),))
     assert election_info(snap, "e") == ElectionInfo(
-        name="e", leader=Leader("a b", 7), remaining=1.0, candidates=2, mine=False, last_term=7
+        name="e",
+        leader=Leader("a b", 7),
+        remaining=1.0,
+        candidates=2,
+        mine=False,
+        last_term=7,
+        held_by=decode(b"t", 7),
     )
 
 
@@ -78,5 +93,11 @@ def test_rwlock_info_tells_the_writer_from_readers() -> None:
     reader = Holder(b"r", 2.0, 1, b"")
     snap = Snapshot(EVERYTHING, EVERYTHING + 1, 1, 5, None, (writer, reader))
     assert rwlock_info(snap, "rw") == ReadWriteLockInfo(
-        name="rw", readers=1, writer=True, waiters=1, fence=5, leases=(1.0, 2.0)
+        name="rw",
+        readers=1,
+        writer=True,
+        waiters=1,
+        fence=5,
+        leases=(1.0, 2.0),
+        held_by=(decode(b"w", 0), decode(b"r", 0)),
     )

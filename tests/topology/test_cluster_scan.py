@@ -7,6 +7,9 @@ the ``RedisCluster`` client themselves and call what the subcommands call, ``sca
 
 from __future__ import annotations
 
+import os
+import threading
+
 import redis
 import redis.cluster
 
@@ -46,7 +49,8 @@ def test_inspect_all_and_top_see_the_primitives_of_every_master(
     assert scanned == len(NAMES) + 1
     cells = {row.name: row.cells()[1:] for row in rows}
     assert set(cells) == {*NAMES, "pool"}
-    assert all(cells[name][:2] == ("lock", "held") for name in NAMES)
+    held_by = f":{os.getpid()} {threading.current_thread().name}"  # host:pid thread
+    assert all(cells[name][0] == "lock" and held_by in cells[name][1] for name in NAMES)
     assert cells["pool"][:2] == ("semaphore", "1/2 permits")
     after, _ = snapshot(cluster_client, PREFIX)  # released: nothing in use, fences remain
     assert after == []

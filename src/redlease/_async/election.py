@@ -9,7 +9,16 @@ import redis.asyncio
 from redis.exceptions import RedisError
 
 from .._core import shared, validate
-from .._core.election import WATCH, ElectionInfo, Leader, decode_watch, election_info, leader_of
+from .._core.breakglass import ForceReleased
+from .._core.election import (
+    WATCH,
+    ElectionInfo,
+    Leader,
+    decode_watch,
+    election_info,
+    election_keys,
+    leader_of,
+)
 from .._core.lease import new_token
 from .._core.waiters import Outcome
 from ..errors import ElectionUnavailable, LeadershipLost, NotLeader
@@ -56,7 +65,8 @@ class AsyncElection(AsyncShared):
         """Describe an election; nothing is sent to Redis until it is used.
 
         :param client: your redis-py client.
-        :param name: the election's name (str or bytes); keys are ``<prefix>:{<name>}:...``.
+        :param name: the election's name (str or bytes); keys are
+            ``<prefix>:{<name>}:election:...``.
         :param ttl: the leader's lease in seconds; renewed while it leads.
         :param prefix: the key prefix (no white space or braces).
         :param renew: renew the lease while leading; ``False``: it ends after ttl.
@@ -69,15 +79,34 @@ class AsyncElection(AsyncShared):
             name,
             ttl=ttl,
             timeout=None,
-            prefix=prefix,
             renew=renew,
             on_lost=on_lost,
             handoff=handoff,
+            keys=election_keys(validate.prefix(prefix), validate.name(name)),
         )
         self.value: str | None = None
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} ttl={self.ttl} term={self.term}>"
+
+    @classmethod
+    async def force_release(
+        cls,
+        client: redis.asyncio.Redis,
+        name: str | bytes,
+        *,
+        prefix: str = "redlease",
+        token: str | bytes | None = None,
+    ) -> ForceReleased:
+        """Break-glass: end the leader's term (only if ``token``, as ``inspect().held_by``
+        shows it, leads, when given), move the fence on and wake the next candidate.
+
+        For an operator (``redlease release NAME --force``): the evicted holder's watchdog
+        reports ``on_lost`` at its next renewal, and its fenced writes are refused once the
+        next holder has written. Logged as a WARNING (``redlease_event`` ``force_released``).
+        Raises :class:`~redlease.ElectionUnavailable` if Redis fails.
+        """
+        return await cls(client, name, prefix=prefix)._force_release(token, "election")
 
     @property
     def term(self) -> int | None:

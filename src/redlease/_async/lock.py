@@ -12,6 +12,8 @@ from redis.exceptions import ConnectionError, RedisError, TimeoutError
 from .. import _observe
 from .._core import handover, validate
 from .._core.bounds import budget
+from .._core.breakglass import ForceReleased
+from .._core.holder import name_of
 from .._core.lease import Holding, new_token
 from .._core.lock import (
     ACQUIRE,
@@ -35,6 +37,7 @@ from .._core.scripts import Script
 from .._core.waiters import Outcome
 from .._synchronization import AsyncBackground, AsyncShield
 from ..errors import LockUnavailable, ReplicasUnavailable
+from .breakglass import force_release_lock
 from .client import check_client
 from .handle import AsyncHandle
 from .hub import AsyncUnread
@@ -155,6 +158,29 @@ class AsyncLock(AsyncHandle):
         self._client = client
         self._channel_prefix: bytes | None = None
 
+    # -- break-glass ------------------------------------------------------------------------
+    @classmethod
+    async def force_release(
+        cls,
+        client: redis.asyncio.Redis,
+        name: str | bytes,
+        *,
+        prefix: str = "redlease",
+        token: str | bytes | None = None,
+    ) -> ForceReleased:
+        """Break-glass: evict whoever holds lock ``name`` (only a holder with ``token``, as
+        ``inspect().held_by`` shows it, when given), move the fence on, and grant the lock to
+        the first waiter at once, as a release does. For a ``Lock`` or ``RLock`` (a
+        ``Redlock``'s servers must agree on a holder: not one of them on its own).
+
+        For an operator (``redlease release NAME --force``), when a holder hangs on a lock it
+        keeps renewing. The evicted holder's watchdog reports ``on_lost`` at its next renewal
+        (within ``ttl / 3``); its fenced writes are refused once the next holder has written
+        (the fence moved on: the next one is larger). Logged as a WARNING (``redlease_event``
+        ``force_released``). Raises :class:`~redlease.LockUnavailable` if Redis fails.
+        """
+        return await force_release_lock(client, name, prefix=prefix, token=token, handoff=0.25)
+
     # -- state ------------------------------------------------------------------------------
     async def inspect(self) -> LockInfo:
         """A snapshot of the lock, read atomically in one round trip.
@@ -271,7 +297,7 @@ class AsyncLock(AsyncHandle):
     async def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
         runtime = self._runtime()
         hub = runtime.hub_for(self._keys.lock)
-        token = new_token()
+        token = new_token(name_of(owner))
 
         async def attempt(join: bool) -> Outcome:
             sent = time.monotonic()

@@ -1,4 +1,4 @@
-"""RateLimiter: fixed window or GCRA, one script and one key per subject."""
+"""RateLimiter: one or more limits per subject, checked and counted by one script."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import redis.asyncio
 from redis.exceptions import RedisError
 
 from .._core import ratelimit as core
+from .._core import rates as notation
 from .._core import validate
 from .._core.ratelimit import RateLimit
+from .._core.rates import Rate
 from .._core.scripts import Script
 from ..errors import RateLimitUnavailable
 from .client import check_client
@@ -19,17 +21,22 @@ __all__ = ["AsyncRateLimiter"]
 
 
 class AsyncRateLimiter:
-    """At most ``limit`` units per ``window`` seconds for each subject (a user, an IP, ...).
+    """At most so many units per window for each subject (a user, an IP, ...), under one or
+    more limits at once.
 
-    ``RateLimiter(client, "api", limit=20, window=60.0)``; ``limiter.hit("user:42")`` takes one
-    unit (``cost`` more) and returns a :class:`~redlease.RateLimit`: ``allowed``, ``remaining``,
-    ``retry_after`` and ``reset_after`` (seconds). ``algorithm="fixed"`` is a window that starts
-    at the subject's first hit; ``"gcra"`` allows a burst of ``limit`` and then spreads the
-    rate evenly (see :mod:`redlease._core.ratelimit` for both, and how they compare with the
-    ``limits`` package). Each call is one atomic script; refused hits are never counted.
+    ``RateLimiter(client, "api", rate="100/minute;5000/day")`` (the ``limits`` notation) or
+    ``RateLimiter(client, "api", limit=20, window=60.0)``; ``limiter.hit("user:42")`` takes
+    one unit (``cost`` more) from every limit, or from none if any refuses, and returns a
+    :class:`~redlease.RateLimit`: the tightest limit's ``allowed``, ``remaining``,
+    ``retry_after`` and ``reset_after`` (seconds), with every limit's answer in ``.limits``.
+    ``algorithm`` is ``"fixed"``, ``"sliding"``, ``"gcra"`` or ``"token_bucket"`` (see
+    :mod:`redlease._core.ratelimit` for what each lets through, and what it costs). Each call
+    is one atomic script on the server's clock; refused hits are never counted. ``rates``
+    holds the limits, shortest window first; ``limit`` and ``window`` are the first one's.
 
     A Redis failure raises :class:`~redlease.RateLimitUnavailable` (never a made-up answer):
-    catch it to fail open or closed, as suits you.
+    catch it to fail open or closed, as suits you (``redlease.web`` and ``redlease.django``
+    make you choose).
     """
 
     def __init__(
@@ -37,18 +44,25 @@ class AsyncRateLimiter:
         client: redis.asyncio.Redis,
         name: str | bytes,
         *,
-        limit: int = 20,
-        window: float = 60.0,
+        rate: str | None = None,
+        limit: int | None = None,
+        window: float | None = None,
         algorithm: str = "fixed",
+        burst: int | tuple[int, ...] | None = None,
         prefix: str = "redlease",
     ) -> None:
         """Describe a limiter; nothing is sent to Redis until :meth:`hit`.
 
         :param client: your redis-py client.
         :param name: the limiter's name (str or bytes, no braces).
-        :param limit: units per window (int >= 1); also GCRA's burst.
-        :param window: seconds (0 < window <= 30 days).
-        :param algorithm: ``"fixed"`` (the default) or ``"gcra"``.
+        :param rate: its limits, e.g. ``"10/second;1000/day"``; exclusive with ``limit`` and
+            ``window``.
+        :param limit: units per window (int >= 1; default 20); also GCRA's burst.
+        :param window: seconds (0 < window <= 30 days; default 60).
+        :param algorithm: ``"fixed"`` (the default), ``"sliding"``, ``"gcra"`` or
+            ``"token_bucket"``.
+        :param burst: ``"token_bucket"`` only: the bucket's size (default: the limit), one
+            int for every limit or one per limit (shortest window first).
         :param prefix: the key prefix (no white space or braces).
         """
         check_client(client)
@@ -56,23 +70,24 @@ class AsyncRateLimiter:
         self.name = name
         self._prefix = validate.prefix(prefix)
         self._name = core.limiter_name(validate.name(name))
-        self.limit = core.limit(limit)
-        self._window_ms = validate.ttl_ms(window, "window")
-        self.window = self._window_ms / 1000
+        self.rates: tuple[Rate, ...] = notation.rates(rate, limit, window)
+        self.limit = self.rates[0].amount
+        self.window = self.rates[0].window
         self.algorithm = core.algorithm(algorithm)
-        self._script = core.GCRA if self.algorithm == "gcra" else core.FIXED
+        self.bursts = core.bursts(burst, self.rates, self.algorithm)
+        self._script = core.script(self.algorithm)
+        self._limit_args = core.limit_args(self.rates, self.bursts)
+        self._most = min(min(r.amount for r in self.rates), min(self.bursts))
 
     def __repr__(self) -> str:
-        return (
-            f"<{type(self).__name__} {self.name!r} {self.algorithm} "
-            f"limit={self.limit} window={self.window}>"
-        )
+        limits = ";".join(map(str, self.rates))
+        return f"<{type(self).__name__} {self.name!r} {self.algorithm} {limits!r}>"
 
     async def hit(self, key: str | bytes, cost: int = 1) -> RateLimit:
-        """Take ``cost`` units (1 <= cost <= limit) for subject ``key`` if they are allowed.
+        """Take ``cost`` units for subject ``key`` from every limit, if all allow them.
 
-        A refused hit takes nothing. A ``cost`` above the limit raises ``ValueError``: it
-        could never pass.
+        A refused hit takes nothing from any limit. A ``cost`` above the smallest limit (or
+        burst) raises ``ValueError``: it could never pass.
         """
         return await self._call(key, cost, consume=True)
 
@@ -84,23 +99,24 @@ class AsyncRateLimiter:
         return await self._call(key, cost, consume=False)
 
     async def reset(self, key: str | bytes) -> bool:
-        """Forget subject ``key``'s hits; True if it had any trace."""
-        raw = await self._run(core.RESET, self._key(key), [], "reset")
+        """Forget subject ``key``'s hits under every limit; True if it had any trace."""
+        raw = await self._run(core.RESET, self._keys(key), [], "reset")
         return bool(int(raw))
 
     # -- plumbing ---------------------------------------------------------------------------
-    def _key(self, key: str | bytes) -> bytes:
-        return core.key(self._prefix, self._name, self.algorithm, validate.name(key, "key"))
+    def _keys(self, key: str | bytes) -> list[bytes]:
+        subject = validate.name(key, "key")
+        return core.keys(self._prefix, self._name, self.algorithm, subject, self.rates)
 
     async def _call(self, key: str | bytes, cost: int, *, consume: bool) -> RateLimit:
-        subject = self._key(key)
-        args = [self.limit, self._window_ms, core.cost(cost, self.limit), int(consume)]
-        raw = await self._run(self._script, subject, args, "hit" if consume else "peek")
-        return core.decode(raw, self.limit)
+        keys = self._keys(key)
+        args = [core.cost(cost, self._most), int(consume), *self._limit_args]
+        raw = await self._run(self._script, keys, args, "hit" if consume else "peek")
+        return core.decode_reply(raw, self.rates)[1]
 
-    async def _run(self, script: Script, key: bytes, args: list[Any], action: str) -> Any:
+    async def _run(self, script: Script, keys: list[bytes], args: list[Any], action: str) -> Any:
         try:
-            return await runtime_for(self._client).backend.run(script, [key], args)
+            return await runtime_for(self._client).backend.run(script, keys, args)
         except RedisError as exc:
             raise RateLimitUnavailable(
                 f"could not {action} rate limiter {self.name!r}: Redis failed: {exc}",

@@ -12,12 +12,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .holder import HolderInfo
 from .scripts import load
-from .shared import Snapshot, as_bytes, int_list
+from .shared import ELECTION, SharedKeys, Snapshot, as_bytes, int_list
 
-__all__ = ["WATCH", "ElectionInfo", "Leader", "decode_watch", "election_info", "leader_of"]
+__all__ = [
+    "WATCH",
+    "ElectionInfo",
+    "Leader",
+    "decode_watch",
+    "election_info",
+    "election_keys",
+    "leader_of",
+]
 
 WATCH = load("election_watch", prelude=("lock_lib", "shared_lib"))
+
+
+def election_keys(prefix: str, name: bytes) -> SharedKeys:
+    """The keys of the election ``name``: ``<prefix>:{<name>}:election:<key>``."""
+    return SharedKeys.build(prefix, name, ELECTION)
 
 
 class Leader(NamedTuple):
@@ -31,7 +45,8 @@ class Leader(NamedTuple):
 class ElectionInfo:
     """A snapshot of one election: the ``leader`` (``None``: nobody leads), the lease it has
     left (``remaining``, seconds), ``candidates`` queued, ``mine`` (this handle leads, the
-    caller's term), and ``last_term`` (the last term granted; the next is larger)."""
+    caller's term), ``last_term`` (the last term granted; the next is larger), and
+    ``held_by`` (who leads: host, pid, thread or task, since when; ``None``: nobody)."""
 
     name: str | bytes
     leader: Leader | None
@@ -39,6 +54,7 @@ class ElectionInfo:
     candidates: int
     mine: bool
     last_term: int
+    held_by: HolderInfo | None = None
 
 
 def _leader(payload: bytes) -> Leader:
@@ -62,6 +78,7 @@ def election_info(snapshot: Snapshot, name: str | bytes) -> ElectionInfo:
         candidates=snapshot.waiters,
         mine=snapshot.mine is not None,
         last_term=snapshot.fence,
+        held_by=snapshot.holders[0].info() if snapshot.holders else None,
     )
 
 

@@ -2,10 +2,20 @@
 
 The braces are Redis Cluster's hash tag: all keys of one lock, inventory or other primitive
 fall in one slot, so that every script touches one slot (a cluster requires it). Each
-primitive's core module names its own keys on top of :func:`base`; for prefix ``redlease``
-and the lock ``orders:42``::
+primitive's core module names its own keys on top of :func:`tagged`, in one function or
+``build`` per primitive; for prefix ``redlease`` and the name ``orders:42``::
 
-    redlease:{orders:42}:lock       redlease:{orders:42}:fence      ...
+    Lock, RLock, Redlock  redlease:{orders:42}:lock  :fence  :queue  :handoff  (_core/lock.py)
+    Semaphore             redlease:{orders:42}:semaphore:holders  ...  (_core/semaphore.py)
+    ReadWriteLock         redlease:{orders:42}:rwlock:holders  ...     (_core/rwlock.py)
+    Election              redlease:{orders:42}:election:holders  ...   (_core/election.py)
+    CountDownLatch        redlease:{orders:42}:count  :generation  :waiters  (_core/latch.py)
+    FencedStore           redlease:{orders:42}:fenced  :fenced:meta    (_core/fencing.py)
+    Inventory             redlease:{orders:42}:stock  :orders  ...     (_core/inventory.py)
+
+No two primitives of one name share a key: the suffixes after ``}:`` differ, and the shared
+primitives (one layout, ``_core/shared.py``) put their kind first. Lock and RLock use the
+same keys on purpose: they are one lock, and exclude each other.
 """
 
 from __future__ import annotations

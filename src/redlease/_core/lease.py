@@ -15,6 +15,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .holder import identity
 from .scripts import Script
 
 __all__ = ["Holding", "new_token", "pid", "process_id"]
@@ -49,12 +50,14 @@ def process_id() -> bytes:
     return _process[1]
 
 
-def new_token() -> bytes:
-    """A fresh token for one acquisition: ``<process id>.<128 random bits, hex>``.
+def new_token(who: str = "") -> bytes:
+    """A fresh token for one acquisition: ``<process id>.<128 random bits, hex>.<identity>``.
 
-    The process id lets the lock scripts tell this process, and no other, that its turn came.
+    The process id lets the lock scripts tell this process, and no other, that its turn came;
+    the identity (host, pid and ``who``: the acquiring thread's or task's name) says who holds
+    it, for ``inspect()`` (see :mod:`redlease._core.holder`).
     """
-    return process_id() + b"." + secrets.token_hex(16).encode()
+    return process_id() + b"." + secrets.token_hex(16).encode() + b"." + identity(_pid, who)
 
 
 @dataclass(eq=False)

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ForeignData
-from . import keys
+from . import holder, keys
+from .holder import HolderInfo
 from .scripts import load
 
 __all__ = [
@@ -138,7 +139,10 @@ class LockInfo:
     ``held``: someone holds it now; ``mine``: this handle's current acquisition does;
     ``remaining``: seconds left on the lease (``None`` when free, or for a key set without
     expiry); ``fence``: the last fencing token issued (the next holder gets a larger one; 0:
-    never acquired); ``waiters``: tokens queued for it (a dead one counts until skipped).
+    never acquired); ``waiters``: tokens queued for it (a dead one counts until skipped);
+    ``held_by``: who holds it (host, pid, thread or task, since when; ``None`` when free);
+    ``servers``: how many servers report that holder (a ``Lock``: 1 when held; a
+    ``Redlock``: of its N servers, at least a majority when ``held``).
     """
 
     name: str | bytes
@@ -147,32 +151,37 @@ class LockInfo:
     remaining: float | None
     fence: int
     waiters: int
+    held_by: HolderInfo | None = None
+    servers: int = 0
 
 
 def decode_inspect(raw: Any, name: str | bytes, keys: LockKeys) -> LockInfo:
-    """Decode ``{pttl, mine, fence, waiters}`` from inspect.lua.
+    """Decode ``{pttl, mine, fence, waiters, holder}`` from inspect.lua.
 
     Raises :class:`~redlease.ForeignData` naming the key when inspect.lua found one holding
     data redlease did not write (``{-3, i}``).
     """
     try:
-        values = [int(x) for x in raw]
-        if len(values) == 2 and values[0] == FOREIGN:
-            key = keys.in_order()[values[1] - 1]
+        if len(raw) == 2 and int(raw[0]) == FOREIGN:
+            key = keys.in_order()[int(raw[1]) - 1]
             raise ForeignData(
                 f"key {key.decode(errors='replace')} of lock {name!r} holds data redlease "
                 "did not write",
                 name=name,
                 key=key,
             )
-        pttl, mine, fence, waiters = values
+        pttl, mine, fence, waiters = (int(x) for x in raw[:4])
+        token = raw[4] if len(raw) > 4 else b""
     except (TypeError, ValueError, IndexError) as exc:
         raise ValueError(f"unexpected reply from inspect.lua: {raw!r}") from exc
+    held = pttl != -2
     return LockInfo(
         name=name,
-        held=pttl != -2,
+        held=held,
         mine=bool(mine),
         remaining=pttl / 1000 if pttl >= 0 else None,
         fence=fence,
         waiters=waiters,
+        held_by=holder.decode(token, fence) if held and token else None,
+        servers=int(held),
     )

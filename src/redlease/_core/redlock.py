@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .lock import ACQUIRED, HELD, decode_acquire
+from .lock import ACQUIRED, HELD, LockInfo, decode_acquire
 
 __all__ = [
     "MIN_SERVERS",
@@ -48,6 +48,7 @@ __all__ = [
     "drift_ms",
     "failures",
     "majority_done",
+    "merge_inspect",
     "needs_fence",
     "quiet",
     "quorum",
@@ -160,6 +161,9 @@ class Tally:
 
     n: int
     granted: dict[int, int] = field(default_factory=dict)  # server -> its fence counter
+    # The latest server time (us) among granting servers without a counter: the merged
+    # fence is at least this, so that it does not go back to 1 when they all lost it.
+    floor: int = 0
     lease_ms: list[int] = field(default_factory=list)  # pttl reported where held by another
     reserved_ms: list[int] = field(default_factory=list)  # reservation left where reserved
     # The reservations this waiter must watch: where it is next in line behind the reserved
@@ -206,9 +210,10 @@ class Tally:
 
     @property
     def fence(self) -> int:
-        """The merged fence: the largest counter among the granting servers (1 for a name
-        used nowhere yet)."""
-        return max(max(self.granted.values()), 1)
+        """The merged fence: the largest counter among the granting servers, and at least
+        the latest server time (us) of those without one (for a name used nowhere yet, or
+        forgotten by every server that answered)."""
+        return max(max(self.granted.values()), self.floor, 1)
 
     def fence_unknown(self) -> str:
         """Why a majority granted but the fence cannot be trusted (``not fence_known``)."""
@@ -247,6 +252,8 @@ def tally(results: Sequence[Any]) -> Tally:
         reply = decode_acquire(result)
         if reply.status == ACQUIRED:
             out.granted[i] = reply.value
+            if reply.value == 0 and len(result) > 2:  # acquire.lua's {1, 0, server us}
+                out.floor = max(out.floor, int(result[2]))
         elif reply.status == HELD:
             out.lease_ms.append(reply.value)
         else:
@@ -318,3 +325,30 @@ def check_drift_factor(value: Any) -> float:
     if not 0 <= value < 0.5:
         raise ValueError(f"drift_factor must be >= 0 and < 0.5, got {value!r}")
     return float(value)
+
+
+def merge_inspect(name: str | bytes, infos: Sequence[LockInfo], quorum: int) -> LockInfo:
+    """One :class:`LockInfo` of a Redlock from what each answering server reported.
+
+    ``held_by``: the holder most servers report, and ``servers`` how many (held: a majority);
+    ``remaining``: the lease a majority of them still has; ``mine``: a majority holds it with
+    the asked token; ``fence`` and ``waiters``: the largest reported (the fence a next holder
+    exceeds; the queues agree up to the waiters a server missed).
+    """
+    counts: dict[str, list[LockInfo]] = {}
+    for info in infos:
+        if info.held_by is not None:
+            counts.setdefault(info.held_by.token, []).append(info)
+    holders = max(counts.values(), key=len, default=[])
+    held = len(holders) >= quorum
+    left = sorted((i.remaining for i in holders if i.remaining is not None), reverse=True)
+    return LockInfo(
+        name=name,
+        held=held,
+        mine=sum(1 for i in infos if i.mine) >= quorum,
+        remaining=left[quorum - 1] if held and len(left) >= quorum else None,
+        fence=max((i.fence for i in infos), default=0),
+        waiters=max((i.waiters for i in infos), default=0),
+        held_by=max(holders, key=lambda i: i.fence).held_by if holders else None,
+        servers=len(holders),
+    )

@@ -12,16 +12,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .shared import EVERYTHING, Snapshot
+from .holder import HolderInfo
+from .shared import EVERYTHING, RWLOCK, SharedKeys, Snapshot
 
-__all__ = ["ReadWriteLockInfo", "rwlock_info"]
+__all__ = ["ReadWriteLockInfo", "rwlock_info", "rwlock_keys"]
+
+
+def rwlock_keys(prefix: str, name: bytes) -> SharedKeys:
+    """The keys of the read/write lock ``name``: ``<prefix>:{<name>}:rwlock:<key>``."""
+    return SharedKeys.build(prefix, name, RWLOCK)
 
 
 @dataclass(frozen=True)
 class ReadWriteLockInfo:
     """A snapshot of one read/write lock: ``readers`` holding a read share now, ``writer``
     (someone holds the write lock), ``waiters`` queued (readers and writers), ``fence`` (the
-    last fencing token issued), and the seconds left on each hold's lease (``leases``)."""
+    last fencing token issued), the seconds left on each hold's lease (``leases``), and who
+    holds each (``held_by``: host, pid, thread or task, since when; in the order of
+    ``leases``)."""
 
     name: str | bytes
     readers: int
@@ -29,6 +37,7 @@ class ReadWriteLockInfo:
     waiters: int
     fence: int
     leases: tuple[float, ...]
+    held_by: tuple[HolderInfo, ...] = ()
 
 
 def rwlock_info(snapshot: Snapshot, name: str | bytes) -> ReadWriteLockInfo:
@@ -41,4 +50,5 @@ def rwlock_info(snapshot: Snapshot, name: str | bytes) -> ReadWriteLockInfo:
         waiters=snapshot.waiters,
         fence=snapshot.fence,
         leases=tuple(h.remaining for h in snapshot.holders),
+        held_by=tuple(h.info() for h in snapshot.holders),
     )

@@ -12,12 +12,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .holder import HolderInfo
 from .scripts import load
-from .shared import Snapshot
+from .shared import SEMAPHORE, SharedKeys, Snapshot
 
-__all__ = ["SET_PERMITS", "SemaphoreInfo", "semaphore_info"]
+__all__ = ["SET_PERMITS", "SemaphoreInfo", "semaphore_info", "semaphore_keys"]
 
 SET_PERMITS = load("semaphore_set_permits", prelude=("lock_lib", "shared_lib"))
+
+
+def semaphore_keys(prefix: str, name: bytes) -> SharedKeys:
+    """The keys of the semaphore ``name``: ``<prefix>:{<name>}:semaphore:<key>``."""
+    return SharedKeys.build(prefix, name, SEMAPHORE)
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,7 @@ class SemaphoreInfo:
     mine: int
     holders: tuple[float, ...]
     fence: int
+    held_by: tuple[HolderInfo, ...] = ()
 
 
 def semaphore_info(snapshot: Snapshot, name: str | bytes, mine: int) -> SemaphoreInfo:
@@ -52,4 +59,5 @@ def semaphore_info(snapshot: Snapshot, name: str | bytes, mine: int) -> Semaphor
         mine=mine,
         holders=tuple(h.remaining for h in snapshot.holders),
         fence=snapshot.fence,
+        held_by=tuple(h.info() for h in snapshot.holders),
     )

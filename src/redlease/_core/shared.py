@@ -2,16 +2,18 @@
 
 ``Semaphore`` (one unit per permit), ``ReadWriteLock`` (a reader asks one unit, a writer all of
 them) and ``Election`` (one unit) are each a thin layer over this. Eight keys per name, all in
-one Redis Cluster slot (see ``lua/shared_lib.lua`` for what each holds)::
+one Redis Cluster slot (see ``lua/shared_lib.lua`` for what each holds), under the kind of
+the primitive (``semaphore``, ``rwlock``, ``election``: :data:`SEMAPHORE`, ...), so that a
+Lock, a Semaphore, a ReadWriteLock and an Election of one name never share a key::
 
-    <prefix>:{<name>}:holders   ZSET    holder token -> lease end (server ms)
-    <prefix>:{<name>}:units     HASH    token -> units held or asked for (absent: 1)
-    <prefix>:{<name>}:queue     ZSET    waiting tokens in FIFO order
-    <prefix>:{<name>}:granted   ZSET    waiters whose units are reserved -> deadline
-    <prefix>:{<name>}:fence     STRING  fencing counter, never expires, never reset
-    <prefix>:{<name>}:capacity  STRING  the stored capacity (Semaphore's permits)
-    <prefix>:{<name>}:payload   HASH    holder token -> "<fence> <value>" (Election)
-    <prefix>:{<name>}:watchers  ZSET    tokens told whenever the holders change
+    <prefix>:{<name>}:<kind>:holders   ZSET    holder token -> lease end (server ms)
+    <prefix>:{<name>}:<kind>:units     HASH    token -> units held or asked for (absent: 1)
+    <prefix>:{<name>}:<kind>:queue     ZSET    waiting tokens in FIFO order
+    <prefix>:{<name>}:<kind>:granted   ZSET    waiters whose units are reserved -> deadline
+    <prefix>:{<name>}:<kind>:fence     STRING  fencing counter, never expires, never reset
+    <prefix>:{<name>}:<kind>:capacity  STRING  the stored capacity (Semaphore's permits)
+    <prefix>:{<name>}:<kind>:payload   HASH    holder token -> "<fence> <value>" (value: Election's)
+    <prefix>:{<name>}:<kind>:watchers  ZSET    tokens told whenever the holders change
 
 A waiter is served when everyone ahead of it fits along with it; when units free up, every
 waiter that now fits is woken at once (``H`` messages, :mod:`redlease._core.waiters`), the
@@ -25,17 +27,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from . import keys
+from . import holder, keys
+from .holder import HolderInfo
 from .lock import decode_acquire
 from .scripts import load
 
 __all__ = [
     "ACQUIRE",
+    "ELECTION",
     "EVERYTHING",
     "INSPECT",
+    "KINDS",
     "LEAVE",
     "RELEASE",
     "RENEW",
+    "RWLOCK",
+    "SEMAPHORE",
     "Holder",
     "SharedKeys",
     "Snapshot",
@@ -51,6 +58,11 @@ RELEASE = load("shared_release", prelude=_LIBS)
 LEAVE = load("shared_leave", prelude=_LIBS)
 RENEW = load("shared_renew", prelude=("lock_lib",))
 INSPECT = load("shared_inspect", prelude=_LIBS)
+
+SEMAPHORE, RWLOCK, ELECTION = "semaphore", "rwlock", "election"
+KINDS = (SEMAPHORE, RWLOCK, ELECTION)
+"""The primitives built on a shared resource: the word after ``}:`` in each of their keys."""
+_SUFFIXES = ("holders", "units", "queue", "granted", "fence", "capacity", "payload", "watchers")
 
 EVERYTHING = 10**12
 """The capacity of a resource whose holders ask for one unit or for all of them (a writer).
@@ -73,22 +85,12 @@ class SharedKeys:
     watchers: bytes
 
     @classmethod
-    def build(cls, prefix: str, name: bytes) -> SharedKeys:
-        """Keys for ``name`` (already validated and encoded) under ``prefix``."""
-        return cls(
-            *keys.tagged(
-                prefix,
-                name,
-                "holders",
-                "units",
-                "queue",
-                "granted",
-                "fence",
-                "capacity",
-                "payload",
-                "watchers",
-            )
-        )
+    def build(cls, prefix: str, name: bytes, kind: str) -> SharedKeys:
+        """Keys of the ``kind`` (one of :data:`KINDS`) named ``name`` (already validated and
+        encoded) under ``prefix``: ``<prefix>:{<name>}:<kind>:<key>``."""
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        return cls(*keys.tagged(prefix, name, *(f"{kind}:{suffix}" for suffix in _SUFFIXES)))
 
     def in_order(self) -> list[bytes]:
         """All eight keys, as KEYS[1..8] of the shared scripts."""
@@ -123,6 +125,11 @@ class Holder:
     remaining: float
     units: int
     payload: bytes
+
+    def info(self) -> HolderInfo:
+        """Who this holder is, and since when (its fence is kept in its payload)."""
+        fence = self.payload.partition(b" ")[0]
+        return holder.decode(self.token, int(fence) if fence.isdigit() else 0)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ from redis.exceptions import ConnectionError, RedisError, TimeoutError
 from .. import _observe
 from .._core import handover, validate
 from .._core.bounds import budget
+from .._core.breakglass import ForceReleased
+from .._core.holder import name_of
 from .._core.lease import Holding, new_token
 from .._core.lock import (
     ACQUIRE,
@@ -36,6 +38,7 @@ from .._core.scripts import Script
 from .._core.waiters import Outcome
 from .._synchronization import Background, Shield
 from ..errors import LockUnavailable, ReplicasUnavailable
+from .breakglass import force_release_lock
 from .client import check_client
 from .handle import Handle
 from .hub import Unread
@@ -156,6 +159,29 @@ class Lock(Handle):
         self._client = client
         self._channel_prefix: bytes | None = None
 
+    # -- break-glass ------------------------------------------------------------------------
+    @classmethod
+    def force_release(
+        cls,
+        client: redis.Redis,
+        name: str | bytes,
+        *,
+        prefix: str = "redlease",
+        token: str | bytes | None = None,
+    ) -> ForceReleased:
+        """Break-glass: evict whoever holds lock ``name`` (only a holder with ``token``, as
+        ``inspect().held_by`` shows it, when given), move the fence on, and grant the lock to
+        the first waiter at once, as a release does. For a ``Lock`` or ``RLock`` (a
+        ``Redlock``'s servers must agree on a holder: not one of them on its own).
+
+        For an operator (``redlease release NAME --force``), when a holder hangs on a lock it
+        keeps renewing. The evicted holder's watchdog reports ``on_lost`` at its next renewal
+        (within ``ttl / 3``); its fenced writes are refused once the next holder has written
+        (the fence moved on: the next one is larger). Logged as a WARNING (``redlease_event``
+        ``force_released``). Raises :class:`~redlease.LockUnavailable` if Redis fails.
+        """
+        return force_release_lock(client, name, prefix=prefix, token=token, handoff=0.25)
+
     # -- state ------------------------------------------------------------------------------
     def inspect(self) -> LockInfo:
         """A snapshot of the lock, read atomically in one round trip.
@@ -272,7 +298,7 @@ class Lock(Handle):
     def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
         runtime = self._runtime()
         hub = runtime.hub_for(self._keys.lock)
-        token = new_token()
+        token = new_token(name_of(owner))
 
         def attempt(join: bool) -> Outcome:
             sent = time.monotonic()

@@ -13,6 +13,7 @@ from redis.exceptions import RedisError
 
 from .._core import redlock as core
 from .._core import renewals, validate
+from .._core.holder import name_of
 from .._core.kept import forget_frames
 from .._core.lease import Holding, new_token
 from .._core.lock import (
@@ -136,6 +137,18 @@ class Redlock(Handle):
             return None
         return 0.0 if holding.lost else max(0.0, holding.expires_at - time.monotonic())
 
+    def inspect(self) -> LockInfo:
+        """A snapshot of the lock over its servers, in one round: held (by one holder on a
+        majority), by whom (``held_by``) and on how many servers (``servers``), by this
+        handle, the lease a majority has left, the largest fence and queue reported.
+
+        Raises :class:`~redlease.QuorumUnavailable` when fewer than a majority answer,
+        :class:`~redlease.ForeignData` if a key holds data redlease did not write.
+        """
+        holding = self._holding
+        infos = self._inspect(b"" if holding is None else holding.token)
+        return core.merge_inspect(self.name, infos, self.quorum)
+
     def locked(self) -> bool:
         """Whether a majority of the servers report the lock held (one round)."""
         return sum(1 for info in self._inspect(b"") if info.held) >= self.quorum
@@ -250,7 +263,7 @@ class Redlock(Handle):
 
     def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
         self._check_servers()
-        token = new_token()
+        token = new_token(name_of(owner))
         ticket = str(time.time_ns() // 1000)  # one place in every server's queue
         n = len(self._clients)
 

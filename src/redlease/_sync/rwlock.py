@@ -12,9 +12,10 @@ import redis
 
 from .._core import validate
 from .._core.bounds import waited
+from .._core.breakglass import ForceReleased
 from .._core.lease import Holding
-from .._core.rwlock import ReadWriteLockInfo, rwlock_info
-from .._core.shared import EVERYTHING, SharedKeys
+from .._core.rwlock import ReadWriteLockInfo, rwlock_info, rwlock_keys
+from .._core.shared import EVERYTHING
 from .._synchronization import Background
 from ..errors import LockLost, LockNotOwned, LockUnavailable, LockUpgradeError, NotAcquired
 from .shared import DEFAULT, Shared, Errors
@@ -180,7 +181,7 @@ class ReadWriteLock:
         """Describe a read/write lock; nothing is sent to Redis until it is used.
 
         :param client: your redis-py client.
-        :param name: the lock's name (str or bytes); keys are ``<prefix>:{<name>}:...``.
+        :param name: the lock's name (str or bytes); keys are ``<prefix>:{<name>}:rwlock:...``.
         :param ttl: each hold's lease in seconds; renewed while held.
         :param timeout: how long ``with`` and ``acquire()`` wait: ``None`` or ``-1`` forever,
             ``0`` one try.
@@ -192,11 +193,10 @@ class ReadWriteLock:
         """
         self._client = client
         self.name = name
-        self._keys = SharedKeys.build(validate.prefix(prefix), validate.name(name))
+        self._keys = rwlock_keys(validate.prefix(prefix), validate.name(name))
         options: dict[str, object] = {
             "ttl": ttl,
             "timeout": timeout,
-            "prefix": prefix,
             "renew": renew,
             "on_lost": on_lost,
             "handoff": handoff,
@@ -206,6 +206,26 @@ class ReadWriteLock:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
+
+    @classmethod
+    def force_release(
+        cls,
+        client: redis.Redis,
+        name: str | bytes,
+        *,
+        prefix: str = "redlease",
+        token: str | bytes | None = None,
+    ) -> ForceReleased:
+        """Break-glass: evict every hold, readers and writer (only the holder with ``token``,
+        as ``inspect().held_by`` shows it, when given), move the fence on and hand the lock
+        to the waiters that fit.
+
+        For an operator (``redlease release NAME --force``): the evicted holder's watchdog
+        reports ``on_lost`` at its next renewal, and its fenced writes are refused once the
+        next holder has written. Logged as a WARNING (``redlease_event`` ``force_released``).
+        Raises :class:`~redlease.LockUnavailable` if Redis fails.
+        """
+        return cls(client, name, prefix=prefix).read._force_release(token, "rwlock")
 
     def inspect(self) -> ReadWriteLockInfo:
         """A snapshot: readers, writer, waiters, last fence, the leases left (one round trip)."""

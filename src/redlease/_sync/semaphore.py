@@ -11,7 +11,8 @@ from redis.exceptions import RedisError
 
 from .._core import validate
 from .._core.bounds import waited
-from .._core.semaphore import SET_PERMITS, SemaphoreInfo, semaphore_info
+from .._core.breakglass import ForceReleased
+from .._core.semaphore import SET_PERMITS, SemaphoreInfo, semaphore_info, semaphore_keys
 from .._synchronization import Background
 from ..errors import NoPermit, PermitLost, PermitNotHeld, SemaphoreUnavailable
 from .shared import DEFAULT, Shared, Errors
@@ -63,7 +64,8 @@ class Semaphore(Shared):
         """Describe a semaphore; nothing is sent to Redis until it is used.
 
         :param client: your redis-py client.
-        :param name: the semaphore's name (str or bytes); keys are ``<prefix>:{<name>}:...``.
+        :param name: the semaphore's name (str or bytes); keys are
+            ``<prefix>:{<name>}:semaphore:...``.
         :param permits: how many may hold a permit at once (>= 1), stored on first use.
         :param ttl: each permit's lease in seconds; renewed while held.
         :param timeout: how long ``with`` and ``acquire()`` wait: ``None`` or ``-1`` forever,
@@ -80,14 +82,34 @@ class Semaphore(Shared):
             name,
             ttl=ttl,
             timeout=timeout,
-            prefix=prefix,
             renew=renew,
             on_lost=on_lost,
             handoff=handoff,
+            keys=semaphore_keys(validate.prefix(prefix), validate.name(name)),
         )
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} permits={self.permits} ttl={self.ttl}>"
+
+    @classmethod
+    def force_release(
+        cls,
+        client: redis.Redis,
+        name: str | bytes,
+        *,
+        prefix: str = "redlease",
+        token: str | bytes | None = None,
+    ) -> ForceReleased:
+        """Break-glass: evict every permit held (only the holder with ``token``, as
+        ``inspect().held_by`` shows it, when given), move the fence on and hand the permits
+        to the waiters that fit.
+
+        For an operator (``redlease release NAME --force``): the evicted holder's watchdog
+        reports ``on_lost`` at its next renewal, and its fenced writes are refused once the
+        next holder has written. Logged as a WARNING (``redlease_event`` ``force_released``).
+        Raises :class:`~redlease.SemaphoreUnavailable` if Redis fails.
+        """
+        return cls(client, name, 1, prefix=prefix)._force_release(token, "semaphore")
 
     def _capacity(self) -> int:
         return self.permits

@@ -22,6 +22,8 @@ from redis.exceptions import ConnectionError, RedisError, TimeoutError
 
 from .._core import shared, validate
 from .._core.bounds import budget
+from .._core.breakglass import ForceReleased
+from .._core.holder import name_of
 from .._core.lease import Holding, new_token
 from .._core.lock import ACQUIRED
 from .._core.scripts import Script
@@ -29,6 +31,7 @@ from .._core.shared import SharedKeys, Snapshot
 from .._core.waiters import Outcome
 from .._synchronization import Background, Shield
 from ..errors import RedleaseError, Unavailable
+from .breakglass import force_release_shared
 from .client import check_client
 from .runtime import Runtime, runtime_for
 from .waiting import wait_turn
@@ -62,18 +65,17 @@ class Shared:
         *,
         ttl: float,
         timeout: float | None,
-        prefix: str,
         renew: bool,
         on_lost: Callable[[], object] | None,
         handoff: float,
-        keys: SharedKeys | None = None,
+        keys: SharedKeys,
     ) -> None:
         check_client(client)
         if not isinstance(renew, bool):
             raise TypeError(f"renew must be a bool, got {type(renew).__name__}")
         self._client = client
         self.name = name
-        self._keys = keys or SharedKeys.build(validate.prefix(prefix), validate.name(name))
+        self._keys = keys
         self._ttl_ms = validate.lease_ms(ttl)
         self.ttl = self._ttl_ms / 1000
         self.timeout = validate.timeout(timeout)
@@ -144,7 +146,7 @@ class Shared:
         """Acquire ``_want`` units by ``deadline``: the caller's new holding, or None."""
         owner, holder = Background.owner(), Background.holder()
         runtime = self._runtime()
-        token = new_token()
+        token = new_token(name_of(owner))
 
         def attempt(join: bool) -> Outcome:
             sent = time.monotonic()
@@ -256,6 +258,21 @@ class Shared:
             holding.lost = True
             raise self._lost()
         return holding
+
+    # -- break-glass ------------------------------------------------------------------------
+    def _force_release(self, token: Any, primitive: str) -> ForceReleased:
+        """Evict the holders (the one with ``token``, when given): see ``force_release``."""
+        return force_release_shared(
+            self._client,
+            self.name,
+            self._keys,
+            primitive=primitive,
+            capacity=self._capacity(),
+            stored=self._stored,
+            token=token,
+            handoff=self._window_ms / 1000,
+            unavailable=self._errors.unavailable,
+        )
 
     # -- the conversation with Redis --------------------------------------------------------
     def _call(

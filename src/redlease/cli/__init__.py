@@ -14,12 +14,14 @@ topology is one URL in the end, ``redis+cluster://`` or ``redis+sentinel://`` fo
 the last two) and ``--prefix``.
 
 Exit codes shared by the subcommands: 2 bad arguments, 69 (``EX_UNAVAILABLE``) Redis could not
-be reached or failed. ``run`` adds its own (see ``redlease run --help``).
+be reached or failed, 141 stdout was closed by its reader (quietly, as Unix tools do). ``run``
+adds its own (see ``redlease run --help``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -27,7 +29,7 @@ import redis
 
 import redlease
 
-from . import demo, inspect, run, top
+from . import demo, inspect, release, run, top
 from ._common import (
     DEFAULT_URL,
     EX_UNAVAILABLE,
@@ -45,15 +47,21 @@ from ._common import (
     unavailable,
 )
 
-__all__ = ["build_parser", "main"]
+__all__ = ["EX_PIPE", "build_parser", "main"]
+
+EX_PIPE = 141
+"""stdout was closed by its reader (a pipe into ``head``): 128 + SIGPIPE, as a shell reports
+a tool that SIGPIPE stopped."""
 
 _DESCRIPTION = """\
 Distributed locks on Redis, from the command line.
 
   redlease run NAME [--timeout S] -- COMMAND...   hold lock NAME while COMMAND runs
   redlease inspect NAME [--json]                  is NAME held? fence, waiters
-  redlease inspect NAME --kind KIND               a rwlock, semaphore, latch or election
+  redlease inspect NAME [--kind KIND]             any primitive: its kind is found
   redlease inspect --all [--limit N] [--json]     every primitive under --prefix (SCAN)
+  redlease inspect NAME --url A --url B --url C   a Redlock over those servers
+  redlease release NAME --force [--token T]       break-glass: evict NAME's holder
   redlease top [--interval S] [--match GLOB]      a live view of what is held and awaited
   redlease demo [--counter]                       a flash sale raced by processes: naive,
                                                   WATCH, lock and atomic compared
@@ -81,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(
         title="subcommands", dest="subcommand", metavar="SUBCOMMAND", required=True
     )
-    for module in (run, inspect, top, demo):
+    for module in (run, inspect, release, top, demo):
         module.add_parser(subparsers)
     return parser
 
@@ -110,7 +118,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code
     try:
         code: int = args.handler(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
         return code
+    except BrokenPipeError:
+        return _closed_pipe()
     except CliError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return exc.code
@@ -123,6 +134,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if args.client is not None:
             close_client(args.client)
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout went away (``redlease inspect --all | head``): stop quietly, as
+    Unix tools do, with the code a shell reports for SIGPIPE (128 + 13). Later writes (the
+    flush at exit) go to /dev/null, so no traceback is printed either."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EX_PIPE
 
 
 def _finish_args(args: argparse.Namespace, tail: list[str] | None) -> None:

@@ -28,6 +28,7 @@ from redis.retry import Retry
 import redlease
 
 from .._core import validate
+from ._urls import SubcommandUrls, Urls
 
 __all__ = [
     "DEFAULT_URL",
@@ -449,8 +450,9 @@ def global_options(*, url_default: str | None = None) -> argparse.ArgumentParser
     parser.add_argument(
         "--url",
         metavar="URL",
+        action=Urls if top else SubcommandUrls,
         default=None if top else argparse.SUPPRESS,
-        help=f"Redis URL (default: ${URL_ENV}, else {default_text})",
+        help=f"Redis URL (default: ${URL_ENV}, else {default_text}); inspect: several, a Redlock",
     )
     parser.add_argument(
         "--cluster",

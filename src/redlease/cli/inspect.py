@@ -1,8 +1,10 @@
 """``redlease inspect NAME``: whether a lock is held, its lease, fencing counter and waiters.
 
-``--kind`` inspects the coordination family instead: a read/write lock (readers, writer), a
-semaphore (permits used/free, holders' leases), a count-down latch (count) or an election
-(leader and term), each through its own public ``inspect()``.
+Which primitive NAME is, it finds by itself (the keys that exist, :mod:`._kinds`); ``--kind``
+says it: a read/write lock (readers, writer), a semaphore (permits used/free, holders' leases),
+a count-down latch (count), an election (leader and term), an inventory (stock) or a fenced
+store (fence, version), each through its own public ``inspect()`` (``snapshot()``, ``read()``).
+Several ``--url``: the lock is a Redlock over those servers (:meth:`redlease.Redlock.inspect`).
 
 It reads the lock through the public API, :meth:`redlease.Lock.inspect`: the command line sees
 exactly what a program would, and refuses what the library refuses (a key of the lock that
@@ -13,23 +15,32 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
 import json
 import sys
+import time
 from typing import Any
 
 import redis
 
 import redlease
 
+from .._core.lock import LockKeys
+from . import ratelimit
 from ._common import (
     DEFAULT_URL,
+    EX_USAGE,
     CliError,
     check_connection,
+    close_client,
     global_options,
     handler_defaults,
     lock_name,
+    make_client,
     unavailable,
 )
+from ._kinds import KINDS, kind_of_suffix, present
+from ._urls import all_urls
 
 __all__ = [
     "EX_FOREIGN",
@@ -44,8 +55,8 @@ __all__ = [
     "scan_all",
 ]
 
-KINDS = ("lock", "rwlock", "semaphore", "latch", "election")
-"""The values of ``--kind``: which primitive NAME is."""
+CHOICES = (*KINDS, "once", "ratelimit")
+"""The values of ``--kind``: the kinds found from their keys, and two named only by hand."""
 
 EX_FOREIGN = 1
 """A key of the lock holds data redlease did not write (another program uses the name)."""
@@ -61,21 +72,35 @@ be reached.
 
 --json prints one object:
   {"name": str, "key": str, "held": bool, "remaining": float | null, "fence": int,
-   "waiters": int}
+   "waiters": int, "held_by": {"host", "pid", "thread", "since", "token"} | null,
+   "servers": int}
 "remaining" is the lease left in seconds: null when the lock is free (or, for a key set
-outside redlease, has no expiry).
+outside redlease, has no expiry). "held_by" says who holds it: host, pid, thread or asyncio
+task name, "since" (server time, seconds since the epoch; null when unknown), and the token
+that `redlease release NAME --force --token` takes. "servers": how many servers report that
+holder (several --url: a Redlock over them; held means a majority does).
 
---kind rwlock|semaphore|latch|election inspects that primitive instead; --json then prints
-{"name", "kind", ...} with the fields of its Info dataclass (ReadWriteLockInfo:
-readers, writer, waiters, fence, leases; SemaphoreInfo: permits, used, available, waiters,
-holders, fence; LatchInfo: count, rounds, waiters; ElectionInfo: leader {"value", "term"} |
-null, remaining, candidates, last_term).
+The kind of NAME is found from the keys that exist; when none does, NAME is shown as a free
+lock; when NAME is several kinds at once, exit 2 asking for --kind.
+--kind semaphore|rwlock|election|latch|inventory|fenced inspects that primitive; --json
+then prints {"name", "kind", ...} with the fields of its Info dataclass (SemaphoreInfo:
+permits, used, available, waiters, holders, fence, held_by; ReadWriteLockInfo: readers,
+writer, waiters, fence, leases, held_by; ElectionInfo: leader {"value", "term"} | null,
+remaining, candidates, last_term, held_by; LatchInfo: count, rounds, waiters; Stock:
+available, reserved, sold, total; FencedRecord: fence, version, fields).
+
+--kind once shows the last run of a Once: state, started, ended (UTC, ISO 8601), fence,
+host, pid, free_in, every; state null if it never ran.
+
+--kind ratelimit --subject KEY --rate RATE [--algorithm A] shows what a hit of cost 1 by
+KEY would get now from rate limiter NAME under each of its limits, taking nothing; --json:
+{"name", "kind", "subject", "algorithm", "allowed", "limits": [{"rate", "limit", "window",
+"allowed", "remaining", "retry_after", "reset_after"}, ...]}.
 
 --all lists every primitive with a key under --prefix instead (SCAN COUNT 500, at most
---limit names; on a Redis Cluster, every master): a table, or with
---json a list of {"name": str, "kind": str, "keys": [suffix, ...]}. The kind is guessed from
-the key names; "shared" is a read/write lock, semaphore or election that shows no key telling
-them apart.
+--limit names; on a Redis Cluster, every master): a table, or with --json a list of
+{"name": str, "kind": str, "keys": [suffix, ...]}, one row per name and kind. Every kind it
+prints is a --kind.
 """
 
 
@@ -105,10 +130,11 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     parser.add_argument(
         "--kind",
-        choices=KINDS,
-        default="lock",
-        help="which primitive NAME is (default: lock)",
+        choices=CHOICES,
+        default=None,
+        help="which primitive NAME is (default: found from the keys that exist)",
     )
+    ratelimit.add_arguments(parser)
     handler_defaults(parser, command)
 
 
@@ -117,7 +143,7 @@ def lock_key(prefix: str, name: str) -> str:
 
     Shown to say where to look; nothing is read through it.
     """
-    return f"{prefix}:{{{name}}}:lock"
+    return LockKeys.build(prefix, name.encode()).lock.decode(errors="replace")
 
 
 def report(info: redlease.LockInfo, key: str) -> dict[str, Any]:
@@ -129,7 +155,26 @@ def report(info: redlease.LockInfo, key: str) -> dict[str, Any]:
         "remaining": info.remaining,
         "fence": info.fence,
         "waiters": info.waiters,
+        "held_by": _plain(info.held_by),
+        "servers": info.servers,
     }
+
+
+def holder_text(holder: dict[str, Any] | None) -> str:
+    """``host:pid thread`` of a ``held_by`` object (``-`` for none; the token without an
+    identity)."""
+    if holder is None:
+        return "-"
+    if holder["host"] is None:
+        return str(holder["token"])
+    return f"{holder['host']}:{holder['pid']} {holder['thread']}"
+
+
+def since_text(holder: dict[str, Any] | None) -> str:
+    """When a ``held_by`` object's holder took it, in UTC (``-`` when unknown)."""
+    if holder is None or holder["since"] is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(holder["since"]))
 
 
 def format_text(state: dict[str, Any]) -> str:
@@ -148,14 +193,25 @@ def format_text(state: dict[str, Any]) -> str:
         ("remaining", remaining),
         ("fence", fence),
         ("waiters", str(state["waiters"])),
+        ("held by", holder_text(state["held_by"])),
+        ("since", since_text(state["held_by"])),
     ]
+    if state["held_by"] is not None:
+        rows.append(("token", state["held_by"]["token"]))
+    if state.get("of", 1) > 1:  # a Redlock
+        rows.append(("servers", f"{state['servers']} of {state['of']} report that holder"))
     return "\n".join(f"{label:<10} {value}" for label, value in rows)
 
 
 def _plain(value: Any) -> Any:
-    """``value`` as JSON can hold it: bytes decoded, tuples as lists, a Leader as an object."""
+    """``value`` as JSON can hold it: bytes decoded, tuples as lists, a Leader or a HolderInfo
+    as an object."""
     if isinstance(value, bytes):
         return value.decode(errors="replace")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {_plain(key): _plain(item) for key, item in value.items()}
     if isinstance(value, tuple) and hasattr(value, "_asdict"):
         return {key: _plain(item) for key, item in value._asdict().items()}
     if isinstance(value, tuple):
@@ -170,7 +226,7 @@ def family_report(info: Any, kind: str) -> dict[str, Any]:
     """
     fields = {f.name: _plain(getattr(info, f.name)) for f in dataclasses.fields(info)}
     fields.pop("mine", None)
-    name = fields.pop("name")
+    name = fields.pop("name", "")
     return {"name": name, "kind": kind, **fields}
 
 
@@ -178,10 +234,16 @@ def format_family(state: dict[str, Any]) -> str:
     """The human-readable report of :func:`family_report`'s ``state``: ``label  value`` lines."""
     rows: list[tuple[str, str]] = []
     for label, value in state.items():
-        if isinstance(value, float):
+        if label == "held_by" and isinstance(value, list):
+            text = "; ".join(holder_text(item) for item in value) if value else "-"
+        elif label == "held_by":
+            text = holder_text(value)
+        elif isinstance(value, float):
             text = f"{value:.3f} s"
         elif isinstance(value, list):
             text = ", ".join(f"{item:.3f} s" for item in value) if value else "-"
+        elif label == "fields" and isinstance(value, dict):
+            text = ", ".join(f"{k}={v}" for k, v in value.items()) if value else "-"
         elif isinstance(value, dict):
             text = f"{value['value']} (term {value['term']})"
         elif value is None:
@@ -195,17 +257,21 @@ def format_family(state: dict[str, Any]) -> str:
 def _family(args: argparse.Namespace) -> int:
     """``inspect --kind`` for the read/write lock, semaphore, latch and election."""
     name: str = args.name
-    primitive: Any
-    if args.kind == "rwlock":
-        primitive = redlease.ReadWriteLock(args.client, name, prefix=args.prefix)
-    elif args.kind == "semaphore":
-        primitive = redlease.Semaphore(args.client, name, 1, prefix=args.prefix)
-    elif args.kind == "latch":
-        primitive = redlease.CountDownLatch(args.client, name, prefix=args.prefix)
-    else:
-        primitive = redlease.Election(args.client, name, prefix=args.prefix)
+    client, prefix = args.client, args.prefix
+    info: Any
     try:
-        info = primitive.inspect()
+        if args.kind == "rwlock":
+            info = redlease.ReadWriteLock(client, name, prefix=prefix).inspect()
+        elif args.kind == "semaphore":
+            info = redlease.Semaphore(client, name, 1, prefix=prefix).inspect()
+        elif args.kind == "latch":
+            info = redlease.CountDownLatch(client, name, prefix=prefix).inspect()
+        elif args.kind == "election":
+            info = redlease.Election(client, name, prefix=prefix).inspect()
+        elif args.kind == "inventory":
+            info = redlease.Inventory(client, name, prefix=prefix).snapshot()
+        else:
+            info = redlease.FencedStore(client, name, prefix=prefix).read()
     except redlease.ForeignData as exc:
         key = exc.key.decode(errors="replace")
         raise CliError(
@@ -216,6 +282,7 @@ def _family(args: argparse.Namespace) -> int:
     except redlease.Unavailable as exc:
         raise unavailable(args.url, exc) from exc
     state = family_report(info, args.kind)
+    state["name"] = state["name"] or name  # (a Stock or a FencedRecord has no name)
     if args.json:
         json.dump(state, sys.stdout)
         sys.stdout.write("\n")
@@ -224,59 +291,70 @@ def _family(args: argparse.Namespace) -> int:
     return 0
 
 
-_KIND_OF_SUFFIX = {
-    b"lock": "lock",
-    b"handoff": "lock",
-    b"count": "latch",
-    b"generation": "latch",
-    b"stock": "inventory",
-    b"fenced": "fenced",
-    b"capacity": "semaphore",
-    b"payload": "election",
-    b"holders": "shared",
-    b"units": "shared",
-    b"granted": "shared",
-}
-_RANK = ("semaphore", "election", "shared", "inventory", "latch", "fenced", "lock")
+def _once(args: argparse.Namespace) -> int:
+    """``inspect --kind once``: the last run of a :class:`redlease.Once` (times in UTC)."""
+    once = redlease.Once(args.client, args.name, every=1, prefix=args.prefix)
+    try:
+        info = once.last()
+    except redlease.ForeignData as exc:
+        raise CliError(f"once {args.name!r}: {exc}", EX_FOREIGN) from exc
+    except redlease.Unavailable as exc:
+        raise unavailable(args.url, exc) from exc
+    if info is None:
+        state: dict[str, Any] = {"name": args.name, "kind": "once", "state": None}
+    else:
+        state = family_report(info, "once")
+        for field in ("started", "ended"):
+            if state[field] is not None:
+                moment = datetime.datetime.fromtimestamp(state[field], datetime.timezone.utc)
+                state[field] = moment.isoformat(timespec="milliseconds")
+    if args.json:
+        json.dump(state, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        print(format_family(state))
+    return 0
+
 
 
 def scan_all(
     client: Any, prefix: str, limit: int, count: int = 500, *, match: str = "*"
 ) -> list[dict[str, Any]]:
-    """Every primitive with a key under ``<prefix>:{...}:``, grouped by name (SCAN COUNT).
+    """Every primitive with a key under ``<prefix>:{...}:``, one row per name and kind (SCAN
+    COUNT), sorted by name.
 
-    The kind is guessed from the key names: read/write locks, semaphores and elections share
-    one layout (``shared`` when nothing tells them apart); a name with only a fence or queue
-    left is reported as ``lock``. Stops after ``limit`` names; ``match`` (a SCAN MATCH glob)
-    keeps only the names it matches.
+    The kind is read from the key names: each kind writes keys of its own
+    (:func:`._kinds.kind_of_suffix`); keys no kind writes are left out. Stops after
+    ``limit`` names; ``match`` (a SCAN MATCH glob) keeps only the names it matches.
 
     ``client`` may be a ``redis.cluster.RedisCluster``: its ``scan_iter`` SCANs every master
     to the end, one cursor each (redis-py 5.0.1 onwards), and a primitive's keys all live in
     the slot of its ``{name}`` hash tag, so each name is found whole on one master.
     """
-    found: dict[bytes, set[bytes]] = {}
+    kinds = kind_of_suffix(prefix)
+    found: dict[bytes, dict[str, set[bytes]]] = {}
     start = prefix.encode() + b":{"
     for key in client.scan_iter(match=f"{prefix}:{{{match}}}:*", count=count):
         raw = key if isinstance(key, bytes) else str(key).encode()
         close = raw.rfind(b"}:")
         if not raw.startswith(start) or close < len(start):
             continue
-        name, suffix = raw[len(start) : close], raw[close + 2 :].split(b":")[0]
+        name, suffix = raw[len(start) : close], raw[close + 2 :]
+        kind = kinds.get(suffix.split(b":")[0])
+        if kind is None:
+            continue
         if name not in found and len(found) >= limit:
             break
-        found.setdefault(name, set()).add(suffix)
-    rows = []
-    for name in sorted(found):
-        kinds = {_KIND_OF_SUFFIX.get(suffix, "lock") for suffix in found[name]}
-        kind = next((k for k in _RANK if k in kinds), "lock")
-        rows.append(
-            {
-                "name": name.decode(errors="replace"),
-                "kind": kind,
-                "keys": sorted(s.decode(errors="replace") for s in found[name]),
-            }
-        )
-    return rows
+        found.setdefault(name, {}).setdefault(kind, set()).add(suffix)
+    return [
+        {
+            "name": name.decode(errors="replace"),
+            "kind": kind,
+            "keys": sorted(s.decode(errors="replace") for s in suffixes),
+        }
+        for name in sorted(found)
+        for kind, suffixes in sorted(found[name].items(), key=lambda item: KINDS.index(item[0]))
+    ]
 
 
 def _all(args: argparse.Namespace) -> int:
@@ -298,32 +376,92 @@ def _all(args: argparse.Namespace) -> int:
     return 0
 
 
+def kind_of(args: argparse.Namespace, name: str) -> str:
+    """``--kind``, or the one kind whose keys exist for ``name`` (a lock when none does);
+    :class:`CliError` (exit 2) when several do. A fenced store named like the primitive that
+    guards it (as the docs advise) is not counted beside it."""
+    if args.kind is not None:
+        return str(args.kind)
+    try:
+        kinds = present(args.client, args.prefix, name.encode())
+    except redis.RedisError as exc:
+        raise unavailable(args.url, exc) from exc
+    kinds = [k for k in kinds if k != "fenced"] or kinds
+    if len(kinds) > 1:
+        raise CliError(
+            f"{name!r} is a {' and a '.join(kinds)} under prefix {args.prefix!r}: choose one "
+            "with --kind",
+            EX_USAGE,
+        )
+    return kinds[0] if kinds else "lock"
+
+
 def command(args: argparse.Namespace) -> int:
     """Run ``redlease inspect``: print the state; exit 0 whether held or free."""
     if args.all == (args.name is not None):
         raise CliError("give either NAME or --all", 2)
+    urls = all_urls(args)
+    if len(urls) > 1:
+        if args.all or args.kind not in (None, "lock"):
+            raise CliError("several --url inspect one Redlock: give NAME (a lock)", EX_USAGE)
+        return _redlock(args, urls)
     check_connection(args.client, args.url)
     if args.all:
         return _all(args)
     name: str = args.name
+    if args.kind == "ratelimit":
+        return ratelimit.command(args)
+    if args.kind == "once":
+        return _once(args)
+    args.kind = kind_of(args, name)
     if args.kind != "lock":
         return _family(args)
     lock = redlease.Lock(args.client, name, prefix=args.prefix)
     try:
         info = lock.inspect()
     except redlease.ForeignData as exc:
-        key = exc.key.decode(errors="replace")
-        raise CliError(
-            f"lock {name!r}: key {key} holds data redlease did not write (another program "
-            "uses this name? choose another NAME or --prefix)",
-            EX_FOREIGN,
-        ) from exc
+        raise _foreign(name, exc) from exc
     except redlease.LockUnavailable as exc:
         raise unavailable(args.url, exc) from exc
-    state = report(info, lock_key(args.prefix, name))
+    _print_lock(args, report(info, lock_key(args.prefix, name)))
+    return 0
+
+
+def _redlock(args: argparse.Namespace, urls: list[str]) -> int:
+    """``inspect NAME --url A --url B --url C``: the Redlock over those servers."""
+    clients: list[Any] = []
+    try:
+        for url in urls:
+            clients.append(make_client(url))
+            check_connection(clients[-1], url)
+        lock = redlease.Redlock(clients, args.name, prefix=args.prefix, allow_small_quorum=True)
+        try:
+            info = lock.inspect()
+        except redlease.ForeignData as exc:
+            raise _foreign(args.name, exc) from exc
+        except redlease.LockUnavailable as exc:
+            raise unavailable(", ".join(urls), exc) from exc
+        state = report(info, lock_key(args.prefix, args.name))
+        state["of"] = len(clients)
+        _print_lock(args, state)
+        return 0
+    finally:
+        for client in clients:
+            close_client(client)
+
+
+def _foreign(name: str, exc: redlease.ForeignData) -> CliError:
+    key = exc.key.decode(errors="replace")
+    return CliError(
+        f"lock {name!r}: key {key} holds data redlease did not write (another program "
+        "uses this name? choose another NAME or --prefix)",
+        EX_FOREIGN,
+    )
+
+
+def _print_lock(args: argparse.Namespace, state: dict[str, Any]) -> None:
     if args.json:
         json.dump(state, sys.stdout)
         sys.stdout.write("\n")
     else:
         print(format_text(state))
-    return 0

@@ -42,6 +42,7 @@ __all__ = [
     "command",
     "describe",
     "interval_seconds",
+    "once_rows",
     "snapshot",
 ]
 
@@ -55,7 +56,7 @@ _DESCRIPTION = f"""\
 A live view of the primitives in use under --prefix, redrawn every --interval seconds until
 Ctrl-C: locks held (lease left, fencing token, waiters), semaphores (permits used of the
 total), read/write locks (readers or the writer), latches (count left), elections (leader
-and term) and inventories (stock levels).
+and term), inventories (stock levels) and jobs run once per period (the run in progress).
 
 Free primitives (a lock with only its fencing counter left, a latch at zero, a semaphore
 with no holder) are hidden unless --idle. Each refresh SCANs for at most --limit names (every
@@ -158,7 +159,9 @@ def _seconds(values: Any) -> str:
 
 def _lock(client: Any, name: str, prefix: str) -> Row:
     info = redlease.Lock(client, name, prefix=prefix).inspect()
-    held = "held" if info.held else "-"
+    who = info.held_by  # host:pid thread (a token without an identity: "held")
+    held = "held" if who is None or who.host is None else f"{who.host}:{who.pid} {who.thread}"
+    held = held if info.held else "-"
     return Row(
         name,
         "lock",
@@ -260,6 +263,29 @@ def describe(client: Any, prefix: str, name: str, kind: str) -> Row:
     return Row(name, kind, "-", "-", "-", "-", False)  # a FencedStore: nothing is held
 
 
+def once_rows(client: Any, prefix: str, *, match: str = "*", limit: int = 1000) -> list[Row]:
+    """The rows of the :class:`redlease.Once` names under ``prefix`` (their own key space,
+    ``<prefix>:once:{<name>}:run``): running (the lease left), or the last run's state."""
+    rows = []
+    start = f"{prefix}:once:{{".encode()
+    for key in client.scan_iter(match=f"{prefix}:once:{{{match}}}:run", count=500):
+        raw = key if isinstance(key, bytes) else str(key).encode()
+        name = raw[len(start) : raw.rfind(b"}:")].decode(errors="replace")
+        try:
+            info = redlease.Once(client, name, every=1, prefix=prefix).last()
+        except redlease.ForeignData:
+            rows.append(Row(name, "once", "foreign data", "-", "-", "-", True))
+            continue
+        if info is not None:
+            running = info.state == "running"
+            held = f"{info.state} on {info.host} (pid {info.pid})"
+            left = _seconds(info.free_in) if running else "-"
+            rows.append(Row(name, "once", held, left, str(info.fence), "-", running))
+        if len(rows) >= limit:
+            break
+    return rows
+
+
 def snapshot(
     client: Any, prefix: str, *, match: str = "*", limit: int = 1000, idle: bool = False
 ) -> tuple[list[Row], int]:
@@ -270,7 +296,9 @@ def snapshot(
     """
     found = scan_all(client, prefix, limit, match=match)
     rows = [describe(client, prefix, item["name"], item["kind"]) for item in found]
-    return [row for row in rows if idle or row.active], len(found)
+    onces = once_rows(client, prefix, match=match, limit=limit)
+    rows = sorted(rows + onces, key=lambda row: row.name)
+    return [row for row in rows if idle or row.active], len(found) + len(onces)
 
 
 def _table(rows: list[Row], *, title: str, caption: str) -> Any:
@@ -319,7 +347,7 @@ def _frame(args: argparse.Namespace, where: str, refresh: int, *, once: bool) ->
             args.client, args.prefix, match=args.match, limit=args.limit, idle=args.idle
         )
         shown = rows[: args.rows]
-        status = f"{len(rows)} in use of {scanned} names scanned"
+        status = f"{sum(1 for row in rows if row.active)} in use of {scanned} names scanned"
         if scanned >= args.limit:
             status += f" (stopped at --limit {args.limit})"
         if len(shown) < len(rows):

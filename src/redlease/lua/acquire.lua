@@ -17,10 +17,12 @@
 -- ARGV[8] tell     optional: "0" takes the lock without telling the next waiter that it did (the
 --                  T message; Redlock tells it from a few of its servers only: one message is
 --                  enough). Reservations (H, N) are told all the same.
--- Returns {1, fence}       acquired; fence = the new fencing token (strictly increasing per name)
---                          Mode R: {1, 0} when this server has no counter for the name (never
---                          used here, or the server lost its data): none is created; the
---                          client writes the merged fence back (fence.lua) if it may count
+-- Returns {1, fence}       acquired; fence = the new fencing token (strictly increasing per name,
+--                          at least the server's time in us: lock_lib.lua's next_fence)
+--                          Mode R: {1, 0, us} when this server has no counter for the name
+--                          (never used here, or the server lost its data): none is created;
+--                          us = the server's time in us; the client writes the merged fence
+--                          back (fence.lua) if it may count
 --         {0, pttl, now}  held by someone else; pttl = ms left on its lease (-1: no expiry)
 --         {2, ms, now, rank}  free, but reserved for the queue head for ms more (mode R);
 --                          rank = the caller's place in the queue: 0 head, 1 next, 2 further
@@ -68,7 +70,7 @@ if mode == 'B' then  -- barging: whoever comes first while it is free takes it
       redis.call('DEL', handoff)
     end
   end
-  return {1, redis.call('INCR', fence)}
+  return {1, next_fence(fence)}
 end
 
 if mode == 'G' then
@@ -76,7 +78,7 @@ if mode == 'G' then
   if not head or head == token then  -- nobody ahead (the uncontended path: three calls)
     if not redis.call('SET', lock, token, 'NX', 'PX', lease) then return held() end
     took(head)
-    return {1, redis.call('INCR', fence)}
+    return {1, next_fence(fence)}
   end
   if redis.call('EXISTS', lock) == 1 then return held() end
   -- Free, with others ahead of us (a lease ran out, or a grantee never claimed): the first
@@ -85,15 +87,15 @@ if mode == 'G' then
   if head and head ~= token then return refuse(0, window) end
   redis.call('SET', lock, token, 'PX', lease)
   took(head)
-  return {1, redis.call('INCR', fence)}
+  return {1, next_fence(fence)}
 end
 
 -- Mode R (Redlock): a counter is only ever raised, never created: a server that lost its data
--- must not hand out a count from 0 (see redlock.py). A missing counter answers 0; fence.lua
--- creates it with the merged fence.
-local function next_fence()
-  if redis.call('EXISTS', fence) == 0 then return 0 end
-  return redis.call('INCR', fence)
+-- must not hand out a count from 0 (see redlock.py). A missing counter answers 0 and the
+-- server's time in us; fence.lua creates it with the merged fence.
+local function granted()
+  if redis.call('EXISTS', fence) == 0 then return {1, 0, now_us()} end
+  return {1, next_fence(fence)}
 end
 
 -- Mode R. Nobody queued ahead of us: try the lock itself (the uncontended path).
@@ -106,7 +108,7 @@ if not head or head == token then
     redis.call('DEL', handoff)
     took(true)
   end
-  return {1, next_fence()}
+  return granted()
 end
 
 -- Refused: the free lock is reserved for the head for `ms` more. Say where the caller stands:
@@ -143,4 +145,4 @@ end
 -- The skipped head was the only one ahead of us (or the queue is now empty).
 redis.call('SET', lock, token, 'PX', lease)
 took(head)
-return {1, next_fence()}
+return granted()

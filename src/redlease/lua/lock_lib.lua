@@ -3,7 +3,8 @@
 -- The key layout of one lock (all keys share the hash tag {name}, so they live in one
 -- Redis Cluster slot):
 --   lock     STRING  the holder's token, PX = lease. Existence IS the lock.
---   fence    STRING  fencing counter: INCR'd by every acquisition. Never expires, never reset.
+--   fence    STRING  fencing counter: raised by every acquisition (next_fence). Never expires,
+--                    never reset.
 --   queue    ZSET    waiter token -> when it joined (us; server time, or Redlock's ticket).
 --   handoff  STRING  "<token> <ms>": reservation mode (Redlock): the free lock is reserved for
 --                    that queue head until <ms>; barging mode, "<token> <ms> <turn>": <token>
@@ -39,6 +40,18 @@ end
 -- Server time in ms.
 local function now_ms()
   return math.floor(now_us() / 1000)
+end
+
+-- Issue the next fencing token of the counter `fence`: max(counter + 1, server time in us).
+-- Larger than every token issued from the counter, and, should the counter be lost with the
+-- server's data (restart without persistence, FLUSHALL, eviction), still larger than every
+-- token issued before, as long as the server's clock did not go back. Exact as a Lua number
+-- (a double) below 2^53 us, the year 2255; stored and told with %d (Lua would print 14
+-- significant digits).
+local function next_fence(fence)
+  local issued = math.max(tonumber(redis.call('GET', fence) or '0') + 1, now_us())
+  redis.call('SET', fence, string.format('%d', issued))
+  return issued
 end
 
 -- Tell the process that queued `token` (tokens without a process id are nobody's to tell).
@@ -90,8 +103,8 @@ local function grant(lock, fence, queue, channels, claim_ms, caller)
     local head = redis.call('ZRANGE', queue, 0, 0)[1]
     if not head or head == caller then return head end
     redis.call('ZREM', queue, head)
-    local issued = redis.call('INCR', fence)
-    local message = 'G' .. head .. ' ' .. issued .. ' ' .. claim_ms .. ' ' .. now_ms()
+    local issued = next_fence(fence)
+    local message = string.format('G%s %d %d %d', head, issued, claim_ms, now_ms())
     if tell(channels, head, message) > 0 then
       redis.call('SET', lock, head, 'PX', claim_ms)
       local second = redis.call('ZRANGE', queue, 0, 0)[1]

@@ -1,34 +1,50 @@
--- ratelimit_fixed.lua: fixed window; INCRBY and PEXPIRE on the first hit, as one step.
+-- ratelimit_fixed.lua: fixed windows, one per limit; a hit is counted by all or by none.
 --
--- KEYS[1] counter  STRING  units used in the current window; PX = time left in the window
--- ARGV[1] limit    units per window (integer >= 1)
--- ARGV[2] window   ms (integer >= 1); the window starts at the subject's first hit
--- ARGV[3] cost     units this hit takes (integer, 1 <= cost <= limit)
--- ARGV[4] consume  "1": hit (count it if allowed); "0": peek (never writes)
--- Returns {allowed (1/0), remaining, retry_after us, reset_after us}
--- A refused hit is not counted. A counter found without expiry (written by other code, or a
--- non-atomic INCR whose EXPIRE was lost) gets one now, so it cannot refuse forever.
-local key = KEYS[1]
-local limit, window, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local consume = ARGV[4] == '1'
+-- KEYS[i]  counter  STRING  units used in limit i's current window; PX = time left in it
+-- ARGV[1]  cost     units this hit takes (integer, 1 <= cost <= every limit)
+-- ARGV[2]  consume  "1": hit (count it if every limit allows it); "0": peek (never writes)
+-- ARGV[3i], ARGV[3i+1], ARGV[3i+2]  limit i: units per window, window ms (the window starts
+--          at the subject's first hit), and an unused slot (the burst of token_bucket)
+-- Returns {server time us, then per limit: allowed (1/0), remaining, retry_after us,
+--          reset_after us}; a limit's "allowed" says whether it alone would pass the hit.
+-- A refused hit is counted by no limit. A counter found without expiry (written by other code,
+-- or a non-atomic INCR whose EXPIRE was lost) gets one now, so it cannot refuse forever.
+local cost, consume = tonumber(ARGV[1]), ARGV[2] == '1'
+local t = redis.call('TIME')
+local reply = {tonumber(t[1]) * 1000000 + tonumber(t[2])}
+local function answer(allowed, remaining, retry_us, reset_us)
+  local n = #reply
+  reply[n + 1], reply[n + 2], reply[n + 3], reply[n + 4] = allowed, remaining, retry_us, reset_us
+end
 
-local used = tonumber(redis.call('GET', key) or '0')
-local left = redis.call('PTTL', key)  -- ms; -2 no counter, -1 a counter without expiry
-if left == -1 and consume then
-  redis.call('PEXPIRE', key, window)
-  left = window
+local used, left, pass = {}, {}, true
+for i, key in ipairs(KEYS) do
+  local limit, window = tonumber(ARGV[3 * i]), tonumber(ARGV[3 * i + 1])
+  local u = tonumber(redis.call('GET', key) or '0')
+  local l = redis.call('PTTL', key)  -- ms; -2 no counter, -1 a counter without expiry
+  if l == -1 and consume then
+    redis.call('PEXPIRE', key, window)
+    l = window
+  end
+  if l < 0 then l = (u > 0) and window or 0 end
+  used[i], left[i] = u, l
+  if u + cost > limit then pass = false end
 end
-if left < 0 then left = (used > 0) and window or 0 end
 
-if used + cost > limit then  -- refused, not counted: the window ends in `left`
-  return {0, math.max(limit - used, 0), left * 1000, left * 1000}
+for i, key in ipairs(KEYS) do
+  local limit, window = tonumber(ARGV[3 * i]), tonumber(ARGV[3 * i + 1])
+  local u, l = used[i], left[i]
+  if u + cost > limit then  -- refused by this limit: its window ends in `l`
+    answer(0, math.max(limit - u, 0), l * 1000, l * 1000)
+  else
+    if pass and consume then
+      u = redis.call('INCRBY', key, cost)
+      if u == cost then  -- the first hit of a window starts it
+        redis.call('PEXPIRE', key, window)
+        l = window
+      end
+    end
+    answer(1, limit - u, 0, l * 1000)
+  end
 end
-if not consume then
-  return {1, limit - used, 0, left * 1000}
-end
-used = redis.call('INCRBY', key, cost)
-if used == cost then  -- the first hit of a window starts it
-  redis.call('PEXPIRE', key, window)
-  left = window
-end
-return {1, limit - used, 0, left * 1000}
+return reply

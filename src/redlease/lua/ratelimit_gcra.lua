@@ -1,36 +1,49 @@
--- ratelimit_gcra.lua: GCRA (generic cell rate algorithm), timed by the server's clock.
+-- ratelimit_gcra.lua: GCRA (generic cell rate algorithm) for N limits, on the server's clock.
 --
--- KEYS[1] tat      STRING  theoretical arrival time: server us (decimal) at which the subject
---                          is fully reset; PX = until then
--- ARGV[1] limit    burst, and units per window (integer >= 1)
--- ARGV[2] window   ms (integer >= 1); one unit comes back every window / limit
--- ARGV[3] cost     units this hit takes (integer, 1 <= cost <= limit)
--- ARGV[4] consume  "1": hit (record it if allowed); "0": peek (never writes)
--- Returns {allowed (1/0), remaining, retry_after us, reset_after us}
--- A hit of cost c passes when tat + c * interval - now <= window (interval = window / limit);
--- a passed hit moves tat there. A refused hit changes nothing.
-local key = KEYS[1]
-local limit, window, cost = tonumber(ARGV[1]), tonumber(ARGV[2]) * 1000, tonumber(ARGV[3])
-local consume = ARGV[4] == '1'
-local interval = window / limit  -- us per unit
+-- KEYS[i]  tat      STRING  limit i's theoretical arrival time: server us (decimal) at which
+--                           the subject is fully reset; PX = until then
+-- ARGV[1]  cost     units this hit takes (integer, 1 <= cost <= every limit)
+-- ARGV[2]  consume  "1": hit (record it if every limit allows it); "0": peek (never writes)
+-- ARGV[3i], ARGV[3i+1], ARGV[3i+2]  limit i: burst and units per window, window ms (one
+--          unit comes back every window / limit), and an unused slot
+-- Returns {server time us, then per limit: allowed (1/0), remaining, retry_after us,
+--          reset_after us}; a limit's "allowed" says whether it alone would pass the hit.
+-- A hit of cost c passes limit i when tat + c * interval - now <= window (interval = window /
+-- limit); a hit every limit passes moves each tat there. A refused hit changes nothing.
+local cost, consume = tonumber(ARGV[1]), ARGV[2] == '1'
 local SLACK = 1  -- us: absorbs floating-point rounding at an exact boundary
-
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local tat = math.max(tonumber(redis.call('GET', key) or '0') or 0, now)
-
--- Units that could pass at `at` (the tat before or after this hit).
-local function remaining(at)
-  return math.floor((window - (at - now) + SLACK) / interval)
+local reply = {now}
+local function answer(allowed, remaining, retry_us, reset_us)
+  local n = #reply
+  reply[n + 1], reply[n + 2], reply[n + 3], reply[n + 4] = allowed, remaining, retry_us, reset_us
 end
 
-local after = tat + cost * interval
-if after - now > window + SLACK then  -- refused: it passes once tat has drained enough
-  return {0, remaining(tat), math.ceil(after - window - now), math.ceil(tat - now)}
+local tats, pass = {}, true
+for i, key in ipairs(KEYS) do
+  local limit, window = tonumber(ARGV[3 * i]), tonumber(ARGV[3 * i + 1]) * 1000
+  tats[i] = math.max(tonumber(redis.call('GET', key) or '0') or 0, now)
+  if tats[i] + cost * window / limit - now > window + SLACK then pass = false end
 end
-if not consume then
-  return {1, remaining(tat), 0, math.ceil(tat - now)}
+
+for i, key in ipairs(KEYS) do
+  local limit, window = tonumber(ARGV[3 * i]), tonumber(ARGV[3 * i + 1]) * 1000
+  local interval = window / limit  -- us per unit
+  local tat = tats[i]
+  -- Units that could pass at `at` (the tat before or after this hit).
+  local function remaining(at)
+    return math.floor((window - (at - now) + SLACK) / interval)
+  end
+  local after = tat + cost * interval
+  if after - now > window + SLACK then  -- refused: it passes once tat has drained enough
+    answer(0, remaining(tat), math.ceil(after - window - now), math.ceil(tat - now))
+  elseif not (pass and consume) then
+    answer(1, remaining(tat), 0, math.ceil(tat - now))
+  else
+    local ttl_ms = math.max(1, math.ceil((after - now) / 1000))
+    redis.call('SET', key, string.format('%.17g', after), 'PX', ttl_ms)  -- %.17g: exact
+    answer(1, remaining(after), 0, math.ceil(after - now))
+  end
 end
-local ttl_ms = math.max(1, math.ceil((after - now) / 1000))
-redis.call('SET', key, string.format('%.17g', after), 'PX', ttl_ms)  -- %.17g: exact
-return {1, remaining(after), 0, math.ceil(after - now)}
+return reply

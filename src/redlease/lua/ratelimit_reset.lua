@@ -1,5 +1,6 @@
--- ratelimit_reset.lua: forget a subject's hits (either algorithm).
+-- ratelimit_reset.lua: forget a subject's hits (any algorithm, every limit).
 --
--- KEYS[1] the subject's key (counter or tat)
+-- KEYS[i] the subject's key for limit i (counter, tat, bucket or counts)
 -- Returns 1 if the subject had a trace, 0 if not
-return redis.call('DEL', KEYS[1])
+if redis.call('DEL', unpack(KEYS)) > 0 then return 1 end
+return 0

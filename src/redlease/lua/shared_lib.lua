@@ -8,9 +8,9 @@
 --   units     HASH    token -> units it holds or asks for (absent: 1)
 --   queue     ZSET    waiter token -> when it joined (server us): FIFO order
 --   granted   ZSET    queued token -> deadline (server ms) to take the units reserved for it
---   fence     STRING  counter INCR'd by every grant: never expires, never reset
+--   fence     STRING  counter raised by every grant (next_fence): never expires, never reset
 --   capacity  STRING  the stored capacity (Semaphore's permits; others pass it in ARGV)
---   payload   HASH    holder token -> "<fence> <value>" (Election: the leader's value)
+--   payload   HASH    holder token -> "<fence> <value>" (value: Election's leader's; else "")
 -- (units and payload have no expiry: a holder's entries are deleted with it, as it is purged)
 --   watchers  ZSET    tokens told "H<token> 0" whenever the set of holders changes
 -- A waiter is served when every waiter ahead of it fits along with it (strict FIFO: a writer
@@ -106,8 +106,10 @@ local function grant(S, token, want, lease, now, value)
   redis.call('ZREM', S.granted, token)
   redis.call('ZADD', S.holders, now + lease, token)
   if want ~= 1 then redis.call('HSET', S.units, token, want) else redis.call('HDEL', S.units, token) end
-  local fence = redis.call('INCR', S.fence)
-  if value then redis.call('HSET', S.payload, token, fence .. ' ' .. value) end
+  local fence = next_fence(S.fence)
+  -- Every holder's fence is kept (Election: with its value): inspect tells who holds what
+  -- since when from it (a fence is the server's time of the grant, see _core/holder.py).
+  redis.call('HSET', S.payload, token, string.format('%d', fence) .. ' ' .. (value or ''))
   keep(S.holders, 3 * lease)  -- units and payload never expire: entries go with their holder
   notify(S)
   return fence

@@ -44,3 +44,7 @@ class Observer:
     def error(self, primitive: str, name: str, operation: str, error: BaseException) -> None:
         """``operation`` (``"acquire"``, ``"release"``, ``"extend"``) raised ``error``
         because Redis failed (a :class:`~redlease.Unavailable`)."""
+
+    def rate_limit_unavailable(self, name: str, decision: str) -> None:
+        """A web rate limit (``redlease.web``, ``redlease.django``) could not reach Redis and
+        ``decision`` (``"allow"`` or ``"deny"``, its ``on_unavailable``) was applied."""

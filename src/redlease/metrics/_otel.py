@@ -27,6 +27,8 @@ class OpenTelemetryMetrics(Observer):
     ``redlease.renewals``           counter          ``outcome``: ``renewed``, ``failed``
     ``redlease.leases_lost``        counter
     ``redlease.errors``             counter          ``operation``
+    ``redlease.ratelimit``          counter          ``decision``: ``allow``, ``deny``
+    ``.unavailable``                                 (attribute ``name`` only)
     ==============================  ===============  ========================================
     """
 
@@ -63,6 +65,12 @@ class OpenTelemetryMetrics(Observer):
             "redlease.errors", unit="{error}", description="Operations that failed: Redis did"
         )
 
+        self.unavailable = meter.create_counter(
+            "redlease.ratelimit.unavailable",
+            unit="{request}",
+            description="Web rate-limit checks that could not reach Redis, by decision",
+        )
+
     def _attributes(self, primitive: str, name: str, **more: str) -> dict[str, str]:
         return {"primitive": primitive, "name": self._names(name), **more}
 
@@ -89,6 +97,9 @@ class OpenTelemetryMetrics(Observer):
 
     def error(self, primitive: str, name: str, operation: str, error: BaseException) -> None:
         self.errors.add(1, self._attributes(primitive, name, operation=operation))
+
+    def rate_limit_unavailable(self, name: str, decision: str) -> None:
+        self.unavailable.add(1, {"name": self._names(name), "decision": decision})
 
 
 def _histogram(meter: Any, name: str, description: str) -> Any:

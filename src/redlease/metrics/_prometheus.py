@@ -28,6 +28,8 @@ class PrometheusMetrics(Observer):
     ``redlease_leases_lost_total``      counter
     ``redlease_errors_total``           counter    ``operation``: ``acquire``, ``release``,
                                                    ``extend``
+    ``redlease_ratelimit_unavailable``  counter    ``decision``: ``allow``, ``deny`` (label
+    ``_total``                                     ``name`` only: the limiter's)
     ==================================  =========  ==========================================
     """
 
@@ -85,6 +87,11 @@ class PrometheusMetrics(Observer):
             **common,
         )  # fmt: skip
 
+        self.unavailable = prometheus_client.Counter(
+            "ratelimit_unavailable", "Web rate-limit checks that could not reach Redis, by "
+            "the decision applied", ("name", "decision"), **common,
+        )  # fmt: skip
+
     def acquired(self, primitive: str, name: str, waited: float) -> None:
         self.wait.labels(primitive, self._names(name), "acquired").observe(waited)
 
@@ -108,3 +115,6 @@ class PrometheusMetrics(Observer):
 
     def error(self, primitive: str, name: str, operation: str, error: BaseException) -> None:
         self.errors.labels(primitive, self._names(name), operation).inc()
+
+    def rate_limit_unavailable(self, name: str, decision: str) -> None:
+        self.unavailable.labels(self._names(name), decision).inc()

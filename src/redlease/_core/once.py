@@ -1,0 +1,186 @@
+"""Once: at most one run per period for a name, on the server's clock (the pure part).
+
+One key per name, a hash that keeps the last run (it never expires: its ``fence`` field is
+the fencing counter, never reset)::
+
+    <prefix>:once:{<name>}:run   HASH  state    running | done | failed
+                                       token    the run's random token (its owner)
+                                       fence    the last run's fencing token (INCR'd per run)
+                                       start    when it started (server ms)
+                                       end      when it ended (server ms; absent while running)
+                                       until    when the name is free again (server ms):
+                                                running: its lease end (renewed);
+                                                done: start + every; failed: its end
+                                       every    the period of that run (ms)
+                                       host, pid  who ran it
+
+A run starts when ``until`` is past (``once_start.lua``): none is in progress (a holder that
+died stops renewing, so ``until`` passes within its lease) and none succeeded within its
+period. ``once_finish.lua`` marks it done (the name stays taken until start + every),
+``once_fail.lua`` failed (free at once), ``once_renew.lua`` is the watchdog's batch.
+The kind (``once``) is in the key, so a Once never reads another primitive's keys.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ForeignData
+from . import keys
+from .scripts import load
+
+__all__ = [
+    "BUSY",
+    "DONE_RECENTLY",
+    "FAIL",
+    "FINISH",
+    "FOREIGN",
+    "INSPECT",
+    "MAX_EVERY",
+    "RENEW",
+    "START",
+    "STARTED",
+    "OnceInfo",
+    "Start",
+    "decode_finish",
+    "decode_inspect",
+    "decode_start",
+    "every_ms",
+    "run_key",
+]
+
+_LIB = ("once_lib",)
+START = load("once_start", prelude=_LIB)
+FINISH = load("once_finish", prelude=_LIB)
+FAIL = load("once_fail", prelude=_LIB)
+RENEW = load("once_renew", prelude=_LIB)
+INSPECT = load("once_inspect", prelude=_LIB)
+
+STARTED, BUSY, DONE_RECENTLY = 1, 0, 2
+"""once_start.lua's statuses: started / a run is in progress / a run succeeded within its period."""
+FOREIGN = -3
+"""A script's status for a key holding data redlease did not write."""
+MAX_EVERY = 400 * 86400.0
+"""The longest period accepted (400 days: a yearly job with room to spare)."""
+
+
+def run_key(prefix: str, name: bytes) -> bytes:
+    """``<prefix>:once:{<name>}:run`` (prefix and name validated, name encoded)."""
+    return keys.tagged(prefix + ":once", name, "run")[0]
+
+
+def every_ms(value: Any, arg: str = "every") -> int:
+    """A period: seconds (``0 < every <= MAX_EVERY``) or a ``timedelta``, in whole ms."""
+    if isinstance(value, datetime.timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(
+            f"{arg} must be a number of seconds or a timedelta, got {type(value).__name__}"
+        )
+    if math.isnan(value) or not 0 < value <= MAX_EVERY:
+        raise ValueError(f"{arg} must be > 0 and at most 400 days, got {value!r}")
+    return max(1, round(value * 1000))
+
+
+@dataclass(frozen=True)
+class Start:
+    """once_start.lua's reply: ``status``; ``value`` the fence when started, else the ms until
+    the name is free; ``now`` the server's time (ms)."""
+
+    status: int
+    value: int
+    now: int
+
+
+def _foreign(raw: Any, name: str | bytes, key: bytes) -> None:
+    if isinstance(raw, list) and len(raw) == 1 and int(raw[0]) == FOREIGN:
+        raise ForeignData(
+            f"key {key.decode(errors='replace')} of once {name!r} holds data redlease did "
+            "not write",
+            name=name,
+            key=key,
+        )
+
+
+def decode_start(raw: Any, name: str | bytes, key: bytes) -> Start:
+    """Decode ``{status, value, now}``; ForeignData for ``{-3}``."""
+    _foreign(raw, name, key)
+    try:
+        status, value, now = (int(x) for x in raw)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"unexpected reply from once_start.lua: {raw!r}") from exc
+    if status not in (STARTED, BUSY, DONE_RECENTLY):
+        raise ValueError(f"unexpected status from once_start.lua: {raw!r}")
+    return Start(status, value, now)
+
+
+def decode_finish(raw: Any) -> tuple[bool, int]:
+    """once_finish.lua's / once_fail.lua's ``{ok, now}``: recorded?, the server's time (ms)."""
+    try:
+        ok, now = (int(x) for x in raw)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"unexpected reply from a once script: {raw!r}") from exc
+    return ok == 1, now
+
+
+@dataclass(frozen=True)
+class OnceInfo:
+    """The last run of a Once, read atomically (``Once.last()``).
+
+    ``state``: ``"running"``, ``"done"``, ``"failed"``, or ``"lost"`` (its holder stopped
+    renewing before it finished: it died, or lost Redis for longer than its lease).
+    ``started`` / ``ended``: server time (seconds since the epoch; ``ended`` is ``None`` while
+    running or lost). ``fence``: its fencing token. ``host`` / ``pid``: who ran it.
+    ``free_in``: seconds until a new run may start (0.0: it may now). ``every``: the period
+    that run was started with (seconds).
+    """
+
+    name: str | bytes
+    state: str
+    started: float
+    ended: float | None
+    fence: int
+    host: str
+    pid: int
+    free_in: float
+    every: float
+
+
+_FIELDS = ("state", "fence", "start", "end", "until", "every", "host", "pid")
+"""The hash fields once_inspect.lua returns after the server's time, in order."""
+
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def decode_inspect(raw: Any, name: str | bytes, key: bytes) -> OnceInfo | None:
+    """Decode ``{now, state, fence, start, end, until, every, host, pid}`` (``None``: never run)."""
+    _foreign(raw, name, key)
+    try:
+        now, values = int(raw[0]), dict(zip(_FIELDS, raw[1:], strict=True))
+        if values["state"] is None:
+            return None
+        state = _text(values["state"])
+        until = int(values["until"])
+        if state not in ("running", "done", "failed"):
+            raise ValueError(state)
+        if state == "running" and until <= now:
+            state = "lost"
+        end = values["end"]
+        return OnceInfo(
+            name=name,
+            state=state,
+            started=int(values["start"]) / 1000,
+            ended=None if end is None else int(end) / 1000,
+            fence=int(values["fence"]),
+            host=_text(values["host"]),
+            pid=int(values["pid"]),
+            free_in=max(until - now, 0) / 1000,
+            every=int(values["every"]) / 1000,
+        )
+    except (TypeError, ValueError, IndexError, KeyError) as exc:
+        raise ValueError(f"unexpected reply from once_inspect.lua: {raw!r}") from exc

@@ -1,0 +1,215 @@
+"""QueueOnce with real Celery workers on a private server (broker, backend and locks).
+
+One worker (``--pool=solo``) serves the module; the kill test starts its own on another queue
+and kills it. Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+celery = pytest.importorskip("celery")
+
+import redis  # noqa: E402
+
+from redlease.celery import AlreadyQueued, QueueOnce, queue_once_key  # noqa: E402
+from redlease.server import RedisServer  # noqa: E402
+
+pytestmark = pytest.mark.timeout(120)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    """A private server for the module (the shared one is flushed by other tests)."""
+    with RedisServer() as srv:
+        yield srv.url + "/0"
+
+
+@pytest.fixture(scope="module")
+def tasks(url: str) -> Any:
+    """tests.celery_once.app, configured for the module's server."""
+    os.environ["REDLEASE_CELERY_URL"] = url
+    sys.modules.pop("tests.celery_once.app", None)
+    import tests.celery_once.app as module
+
+    return module
+
+
+def start_worker(url: str, queue: str) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-m", "celery", "-A", "tests.celery_once.app", "worker", "--pool=solo"]
+    argv += ["-Q", queue, "-l", "warning", "--without-gossip", "--without-mingle"]
+    argv += ["--without-heartbeat", "-n", f"{queue}@%h"]
+    env = {**os.environ, "REDLEASE_CELERY_URL": url, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def worker(url: str, tasks: Any) -> Iterator[subprocess.Popen[bytes]]:
+    proc = start_worker(url, "celery")
+    try:
+        assert tasks.ping.delay().get(timeout=60) == "pong"
+        yield proc
+    finally:
+        stop(proc)
+
+
+def runs(url: str, tag: str) -> list[int]:
+    """The fences of the recorded runs of ``tag``."""
+    found = redis.Redis.from_url(url).lrange("runs", 0, -1)
+    return [int(f) for t, f in (r.decode().split() for r in found) if t == tag]
+
+
+def wait_for(predicate: Any, limit: float = 30.0) -> bool:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return bool(predicate())
+
+
+def test_the_key_is_celery_onces() -> None:
+    assert queue_once_key("tasks.add", {"b": 2, "a": 1}) == "qo_tasks.add_a-1_b-2"
+    assert queue_once_key("tasks.add", {"b": 2, "a": 1}, ["b"]) == "qo_tasks.add_b-2"
+
+
+def test_bad_options_name_themselves(url: str, tasks: Any) -> None:
+    with pytest.raises(ValueError, match=r"^timeout "):
+        tasks.slow.apply_async(args=("bad", 0), once={"timeout": 0})
+    with pytest.raises(TypeError, match=r"^timeout "):
+        tasks.slow.apply_async(args=("bad", 0), once={"timeout": "1h"})
+    with pytest.raises(ValueError, match=r"^keys must name arguments"):
+        tasks.typo.apply_async(args=("bad",))
+    # A default argument given or not is one call: one key.
+    assert tasks.slow.get_key(("x",), {"seconds": 1}) == tasks.slow.get_key(("x", 1))
+    assert tasks.slow.get_key(("x", 1)) == "qo_tests.celery_once.app.slow_seconds-1_tag-x"
+
+
+def test_enqueued_twice_runs_once_and_again_after_it_ended(
+    url: str, tasks: Any, worker: Any
+) -> None:
+    first = tasks.slow.apply_async(args=("twice", 1.0))
+    with pytest.raises(AlreadyQueued) as info:
+        tasks.slow.apply_async(args=("twice", 1.0))
+    assert 0 < info.value.countdown <= 60 and "Expires in" in info.value.message
+    graceful = tasks.slow.apply_async(args=("twice", 1.0), once={"graceful": True})
+    assert graceful.status == "REJECTED" and graceful.get() is None  # celery-once's answer
+    assert first.get(timeout=30) == "twice"
+    again = tasks.slow.apply_async(args=("twice", 1.0))  # it ended: queued again
+    assert again.get(timeout=30) == "twice"
+    assert wait_for(lambda: len(runs(url, "twice")) == 2)
+    fences = runs(url, "twice")
+    assert fences[0] < fences[1]  # each run has the fence of its lock
+
+
+def test_another_key_is_another_task(url: str, tasks: Any, worker: Any) -> None:
+    a = tasks.slow.apply_async(args=("key-a", 0.2))
+    b = tasks.slow.apply_async(args=("key-b", 0.2))
+    assert [a.get(timeout=30), b.get(timeout=30)] == ["key-a", "key-b"]
+
+
+def test_a_failed_task_frees_its_key(url: str, tasks: Any, worker: Any) -> None:
+    for _ in range(2):
+        result = tasks.failing.apply_async(args=("failing",))
+        with pytest.raises(RuntimeError):
+            result.get(timeout=30)
+    assert len(runs(url, "failing")) == 2
+
+
+def test_the_lock_lasts_timeout_while_queued(url: str, tasks: Any) -> None:
+    # Queued where no worker listens: the lease taken at enqueue lasts `timeout` (2 s).
+    tasks.slow.apply_async(args=("queued", 0), queue="nobody", once={"timeout": 2})
+    with pytest.raises(AlreadyQueued):
+        tasks.slow.apply_async(args=("queued", 0), queue="nobody")
+    started = time.monotonic()
+
+    def enqueued() -> bool:
+        try:
+            tasks.slow.apply_async(args=("queued", 0), queue="nobody")
+        except AlreadyQueued:
+            return False
+        return True
+
+    assert wait_for(enqueued, limit=15)
+    assert time.monotonic() - started >= 1.0
+
+
+def test_unlock_before_run_frees_the_key_when_it_starts(url: str, tasks: Any, worker: Any) -> None:
+    first = tasks.early.apply_async(args=("early", 1.5))
+    assert wait_for(lambda: runs(url, "early"))  # started: its key is free already
+    second = tasks.early.apply_async(args=("early", 0))
+    first.get(timeout=30)
+    second.get(timeout=30)
+    assert len(runs(url, "early")) == 2
+
+
+@pytest.mark.parametrize("killed", [True, False])
+def test_a_killed_worker_frees_the_task_within_the_short_lease(
+    url: str, tasks: Any, killed: bool
+) -> None:
+    """kill -9 of the worker mid-task: the task can be queued again within its running lease
+    (1 s), not its ``timeout`` (3600 s). The twin: a live worker keeps renewing it."""
+    tag = f"kill-{killed}"
+    proc = start_worker(url, f"kill{int(killed)}")
+    try:
+        tasks.hold.apply_async(args=(tag, 60), queue=f"kill{int(killed)}")
+        assert wait_for(lambda: runs(url, tag), limit=60)
+        if killed:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        stopped = time.monotonic()
+
+        def enqueued() -> bool:
+            try:
+                tasks.hold.apply_async(args=(tag, 0), queue="nobody")
+            except AlreadyQueued:
+                return False
+            return True
+
+        if killed:
+            assert wait_for(enqueued, limit=20)
+            assert time.monotonic() - stopped < 1.0 + 5  # the short lease, generous slack
+        else:
+            time.sleep(3.0)  # three running leases
+            assert not enqueued()
+    finally:
+        stop(proc)
+
+
+def test_a_client_may_be_given_and_eager_tasks_hold_the_lock(url: str) -> None:
+    """``settings["client"]`` instead of a URL; ``task_always_eager`` runs the task at once,
+    in this process, still holding the lock it took at apply_async."""
+    client = redis.Redis.from_url(url)
+    app = celery.Celery("eager", set_as_current=False)
+    app.conf.ONCE = {"settings": {"client": client}}
+    app.conf.task_always_eager = True
+    seen: list[Any] = []
+
+    @app.task(bind=True, base=QueueOnce, shared=False)
+    def job(self: Any, n: int) -> int:
+        seen.append((self.request.redlease_fence, job.once_client is client))
+        with pytest.raises(AlreadyQueued):  # its own key is held while it runs
+            job.apply_async(args=(n,))
+        return n
+
+    assert job.apply_async(args=(7,)).get() == 7
+    assert job.apply_async(args=(7,)).get() == 7  # released when it ended
+    assert [given for _, given in seen] == [True, True]
+    assert 0 < seen[0][0] < seen[1][0]  # each run its own, newer fence
+    client.close()

@@ -1,0 +1,111 @@
+"""Once's pure part: durations, periods, keys and the decoding of its scripts' replies."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from redlease._core.duration import parse_duration
+from redlease._core.once import (
+    BUSY,
+    DONE_RECENTLY,
+    STARTED,
+    Start,
+    decode_finish,
+    decode_inspect,
+    decode_start,
+    every_ms,
+    run_key,
+)
+from redlease.errors import ForeignData
+
+KEY = b"redlease:once:{job}:run"
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("90s", 90.0),
+        ("15m", 900.0),
+        ("24h", 86400.0),
+        ("7d", 604800.0),
+        ("1w", 604800.0),
+        ("1h30m", 5400.0),
+        ("1m30s", 90.0),
+        ("500ms", 0.5),
+        ("1.5h", 5400.0),
+        (" 24H ", 86400.0),
+        ("3600", 3600.0),
+        ("0.5", 0.5),
+    ],
+)
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize(
+    "text", ["", "h", "24x", "1h1h", "-5s", "0", "0s", "-1", "nan", "inf", "1 h", "h24", "1h 30m"]
+)
+def test_bad_durations_name_the_argument(text: str) -> None:
+    with pytest.raises(ValueError, match=r"^--every must be"):
+        parse_duration(text, "--every")
+
+
+def test_a_duration_is_text() -> None:
+    with pytest.raises(TypeError, match=r"^every must be str"):
+        parse_duration(5, "every")  # type: ignore[arg-type]
+
+
+def test_periods() -> None:
+    assert every_ms(60) == 60_000
+    assert every_ms(0.0001) == 1
+    assert every_ms(datetime.timedelta(minutes=15)) == 900_000
+    with pytest.raises(ValueError, match=r"^every "):
+        every_ms(datetime.timedelta(0))
+
+
+def test_the_key_carries_the_kind() -> None:
+    assert run_key("redlease", b"job") == KEY
+    assert run_key("app", b"a:b") == b"app:once:{a:b}:run"
+
+
+def test_start_replies() -> None:
+    assert decode_start([1, 7, 1000], "job", KEY) == Start(STARTED, 7, 1000)
+    assert decode_start([0, 500, 1000], "job", KEY).status == BUSY
+    assert decode_start([2, 500, 1000], "job", KEY).status == DONE_RECENTLY
+    with pytest.raises(ForeignData) as info:
+        decode_start([-3], "job", KEY)
+    assert info.value.key == KEY
+    for raw in ([5, 1, 1], [1, 2], None, [b"x", 1, 1]):
+        with pytest.raises(ValueError, match=r"once_start.lua"):
+            decode_start(raw, "job", KEY)
+
+
+def test_finish_replies() -> None:
+    assert decode_finish([1, 5]) == (True, 5)
+    assert decode_finish([0, 5]) == (False, 5)
+    with pytest.raises(ValueError):
+        decode_finish([1])
+
+
+def _raw(now: int, state: bytes | None, until: int, end: int | None = None) -> list[object]:
+    return [now, state, b"3", b"1000", end, until, b"60000", b"host-a", b"42"]
+
+
+def test_inspect_replies() -> None:
+    assert decode_inspect([5, None, None, None, None, None, None, None, None], "j", KEY) is None
+    running = decode_inspect(_raw(2000, b"running", 11000), "j", KEY)
+    assert running is not None
+    assert (running.state, running.started, running.ended) == ("running", 1.0, None)
+    assert (running.fence, running.host, running.pid, running.every) == (3, "host-a", 42, 60.0)
+    assert running.free_in == 9.0
+    # A running run whose lease ran out: its holder died (or lost Redis) before finishing.
+    lost = decode_inspect(_raw(12000, b"running", 11000), "j", KEY)
+    assert lost is not None and (lost.state, lost.free_in) == ("lost", 0.0)
+    done = decode_inspect(_raw(2000, b"done", 61000, end=1500), "j", KEY)
+    assert done is not None and (done.state, done.ended, done.free_in) == ("done", 1.5, 59.0)
+    with pytest.raises(ValueError, match=r"once_inspect.lua"):
+        decode_inspect(_raw(2000, b"odd", 1), "j", KEY)
+    with pytest.raises(ForeignData):
+        decode_inspect([-3], "j", KEY)
