@@ -76,6 +76,7 @@ class _Flavor:
     retry_class: Any
     no_backoff: Any
     errors: tuple[type[BaseException], ...]
+    connect_func: str = "redis_connect_func"  # the connections' hook run after connecting
 
 
 def _flavor(client: Any) -> _Flavor | None:
@@ -114,6 +115,7 @@ def _valkey_flavor() -> _Flavor:
         retry_class=valkey.retry.Retry,
         no_backoff=NoBackoff,
         errors=(valkey.exceptions.ValkeyError,),
+        connect_func="valkey_connect_func",
     )
 
 
@@ -257,8 +259,9 @@ class Backend:
         no_retry = self._flavor.retry_class(self._flavor.no_backoff(), 0)
         kwargs = private_kwargs(pool, no_retry, timeout)
         # The handshake is part of connecting, not a reply (and is bounded by connecting_by).
-        kwargs["redis_connect_func"] = functools.partial(
-            _handshake, weakref.ref(self._root), kwargs.get("redis_connect_func"), timeout
+        hook = self._flavor.connect_func
+        kwargs[hook] = functools.partial(
+            _handshake, weakref.ref(self._root), kwargs.get(hook), timeout
         )
         return self._flavor.pool_class(connection_class=pool.connection_class, **kwargs)
 

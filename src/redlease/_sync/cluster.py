@@ -70,7 +70,13 @@ __all__ = ["ClusterBackend", "ClusterRenewal", "ClusterTooOld"]
 _guard = threading.Lock()
 _E = TypeVar("_E", bound=BaseException)
 
-_DROPPED = ("redis_connect_func", "retry", "connection_class", "max_connections")
+_DROPPED = (
+    "redis_connect_func",
+    "valkey_connect_func",
+    "retry",
+    "connection_class",
+    "max_connections",
+)
 """Node connection settings that belong to the cluster client, not to a private pool."""
 
 
