@@ -77,8 +77,27 @@ class AsyncTasks:
         return await asyncio.to_thread(fn)
 
     @staticmethod
+    def spawn(fn: Callable[[], Awaitable[Any]]) -> Any:
+        """Start ``fn`` in another task, not awaited; :meth:`outcome` waits for it."""
+        return asyncio.get_running_loop().create_task(fn())  # type: ignore[arg-type]
+
+    @staticmethod
+    async def outcome(started: Any, timeout: float = 60.0) -> Any:
+        """What a :meth:`spawn`-ed call returned, or the exception it raised."""
+        try:
+            return await asyncio.wait_for(started, timeout)
+        except Exception as exc:
+            return exc
+
+    @staticmethod
     async def sleep(seconds: float) -> None:
         await asyncio.sleep(seconds)
+
+    @staticmethod
+    def current() -> str:
+        """The name of the task running now ("" outside one)."""
+        task = asyncio.current_task()
+        return "" if task is None else task.get_name()
 
     @staticmethod
     def names() -> list[str]:
@@ -129,8 +148,35 @@ class Tasks:
         return fn()
 
     @staticmethod
+    def spawn(fn: Callable[[], Any]) -> Any:
+        """Start ``fn`` in another thread; :meth:`outcome` waits for it."""
+        box: list[Any] = []
+
+        def call() -> None:
+            try:
+                box.append(fn())
+            except Exception as exc:
+                box.append(exc)
+
+        thread = threading.Thread(target=call, name="test-spawned", daemon=True)
+        thread.start()
+        return thread, box
+
+    @staticmethod
+    def outcome(started: Any, timeout: float = 60.0) -> Any:
+        """What a :meth:`spawn`-ed call returned, or the exception it raised."""
+        thread, box = started
+        thread.join(timeout)
+        return box[0] if box else TimeoutError("still running")
+
+    @staticmethod
     def sleep(seconds: float) -> None:
         time.sleep(seconds)
+
+    @staticmethod
+    def current() -> str:
+        """The name of the thread running now."""
+        return threading.current_thread().name
 
     @staticmethod
     def names() -> list[str]:

@@ -51,6 +51,7 @@ from typing import Any, TypeVar
 
 from redis.exceptions import TimeoutError
 
+from ._core.kept import forget_frames
 from ._core.scripts import Script
 
 __all__ = ["LATE", "NOT_YET", "AsyncFanOut", "Call", "FanOut", "Late", "Unsent", "hung"]
@@ -425,7 +426,7 @@ class FanOut:
                 else:  # behind this server's late call: its calls run in order
                     pending = backend.behind(earlier, script, keys, args, packed)
             except Exception as exc:
-                results[i] = exc
+                results[i] = _caught(exc)
                 continue
             sent[_fileno(pending)] = (i, backend, pending)
             last_sent = pending.sent_at
@@ -454,7 +455,7 @@ class FanOut:
                     results[i] = backend.receive(pending, timeout)
                     backend.timely(True)
                 except Exception as exc:
-                    results[i] = exc
+                    results[i] = _caught(exc)
 
     @staticmethod
     def release(results: Sequence[Any]) -> None:
@@ -479,7 +480,7 @@ class FanOut:
         try:
             return late.backend.receive(pending, LATE)
         except Exception as exc:
-            return exc
+            return _caught(exc)
 
     @staticmethod
     def follow(late: Late, script: Script, keys: Sequence[bytes], args: Sequence[Any]) -> bool:
@@ -508,7 +509,7 @@ class FanOut:
             try:
                 results[k] = fn(items[k])
             except Exception as exc:
-                results[k] = exc
+                results[k] = _caught(exc)
 
         threads = [
             threading.Thread(target=one, args=(k,), name="redlease-connect", daemon=True)
@@ -521,6 +522,14 @@ class FanOut:
         for thread in threads:
             thread.join()
         return results
+
+
+def _caught(exc: Exception) -> Exception:
+    """A server's error, as its call's result (sync): without its traceback, whose frames
+    reach the round's and its caller's (the handle, the watchdog's holdings), and which a
+    frame keeping the results would hold in a cycle, for the collector to find some day."""
+    forget_frames(exc)
+    return exc
 
 
 def _fileno(pending: Any) -> int:

@@ -14,7 +14,10 @@ record is made by :func:`record`, most through :mod:`redlease._observe`.
 from __future__ import annotations
 
 import logging
+import traceback
 from typing import Any
+
+from ._core.kept import kept
 
 __all__ = ["log", "record"]
 
@@ -24,10 +27,30 @@ log.addHandler(logging.NullHandler())
 
 def record(level: int, event: str, message: str, *args: Any, **fields: Any) -> None:
     """Log ``message % args`` at ``level`` with ``redlease_event=event`` and ``fields``, each
-    key prefixed ``redlease_``; ``exc_info`` is passed on as is."""
+    key prefixed ``redlease_``; ``exc_info``, an exception, is logged with its traceback as
+    text (``exc_text``) and a copy of it that holds no frames."""
     if not log.isEnabledFor(level):
         return
     exc_info = fields.pop("exc_info", None)
     extra = {"redlease_event": event}
     extra.update({f"redlease_{key}": value for key, value in fields.items()})
-    log.log(level, message, *args, extra=extra, exc_info=exc_info)
+    if not isinstance(exc_info, BaseException):
+        log.log(level, message, *args, extra=extra, exc_info=exc_info)
+        return
+    # A handler may keep the record (a buffer, a test's capture): it gets the traceback as
+    # text and a copy of the error without frames, whose locals (a lock handle, held by a
+    # callback or a caller's frame) would otherwise live as long as the record.
+    fn, lno, func, _ = log.findCaller()
+    item = log.makeRecord(
+        log.name,
+        level,
+        fn,
+        lno,
+        message,
+        args,
+        (type(exc_info), kept(exc_info), None),
+        func,
+        extra,
+    )
+    item.exc_text = "".join(traceback.format_exception(exc_info)).rstrip("\n")
+    log.handle(item)

@@ -72,7 +72,7 @@ def _call(observer: Observer, method: str, *args: Any) -> None:
                 "metrics observer %r failed in %s() (logged once): %s",
                 observer,
                 method,
-                exc,
+                str(exc),  # (text: a kept record must not keep the error and its frames)
                 exc_info=exc,
                 method=method,
             )

@@ -11,23 +11,27 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import queue
 import sys
 import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable
 from typing import Any, ParamSpec, TypeVar
 
 from ._core.lease import pid
+from ._logging import record
 
 __all__ = [
     "MIN_BUDGET",
     "AsyncAtShutdown",
     "AsyncBackground",
+    "AsyncCallbacks",
     "AsyncEvent",
     "AsyncFunction",
     "AsyncMutex",
     "AsyncShield",
     "AtShutdown",
     "Background",
+    "Callbacks",
     "Event",
     "Function",
     "Mutex",
@@ -194,14 +198,21 @@ class AsyncBackground:
 
         Its errors are logged, never raised: the watchdog must go on.
         """
+        AsyncBackground.start(callback)
+
+    @staticmethod
+    def start(callback: Callable[[], object]) -> asyncio.Future[Any] | None:
+        """:meth:`call`; returns the task running the awaitable it returned, if any."""
         try:
             result = callback()
             if inspect.isawaitable(result):
                 task = asyncio.ensure_future(result)
                 _cleanups.add(task)
                 task.add_done_callback(_log_callback_task)
-        except Exception:
-            _log.exception("on_lost callback failed", extra=_ON_LOST_FAILED)
+                return task
+        except Exception as exc:
+            _log_failure(exc)
+        return None
 
     @staticmethod
     def scope() -> Hashable:
@@ -254,8 +265,8 @@ class Background:
         """Run a callback (``on_lost``); its errors are logged, never raised."""
         try:
             callback()
-        except Exception:
-            _log.exception("on_lost callback failed", extra=_ON_LOST_FAILED)
+        except Exception as exc:
+            _log_failure(exc)
 
     @staticmethod
     def scope() -> Hashable:
@@ -322,14 +333,96 @@ class AtShutdown:
 
 
 _cleanups: set[Any] = set()  # background tasks, kept alive until done
-_log = logging.getLogger("redlease")
-_ON_LOST_FAILED = {"redlease_event": "on_lost_failed"}
 
 
 def _log_callback_task(task: asyncio.Future[Any]) -> None:
     _cleanups.discard(task)
-    if not task.cancelled() and task.exception() is not None:
-        _log.error("on_lost callback failed", exc_info=task.exception(), extra=_ON_LOST_FAILED)
+    if not task.cancelled():
+        failure = task.exception()
+        if failure is not None:
+            _log_failure(failure)
+
+
+def _log_failure(exc: BaseException) -> None:
+    """Log a callback's error: its traceback as text, no frames kept (see ``record``)."""
+    record(logging.ERROR, "on_lost_failed", "on_lost callback failed", exc_info=exc)
+
+
+class AsyncCallbacks:
+    """Runs the ``on_lost`` callbacks of one watchdog off its path: each in a later turn of
+    the event loop (an awaitable it returns as a task of its own), so the watchdog never
+    waits for one. :meth:`aclose` waits a bounded time for those still running, then
+    cancels them: no task is left behind."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Future[Any]] = set()
+
+    def submit(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` soon (its errors are logged)."""
+        asyncio.get_running_loop().call_soon(self._start, callback)
+
+    def _start(self, callback: Callable[[], object]) -> None:
+        task = AsyncBackground.start(callback)
+        if task is not None:
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def aclose(self, timeout: float | None) -> None:
+        """Wait at most ``timeout`` seconds for the callbacks still running; cancel the rest."""
+        tasks = self._tasks - {asyncio.current_task()}  # (not a callback closing redlease)
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+        for task in tasks:
+            task.cancel()
+
+
+class Callbacks:
+    """Runs the ``on_lost`` callbacks of one watchdog off its thread: one daemon thread fed by
+    a queue, started on the first callback and ending after ``linger`` seconds without one,
+    so a callback that blocks delays only the callbacks after it, never a renewal.
+    :meth:`close` ends it once what was queued has run (waiting a bounded time)."""
+
+    def __init__(self, *, linger: float = 1.0) -> None:
+        self._linger = linger
+        self._queue: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
+        self._guard = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` soon, in the callback thread (its errors are logged)."""
+        with self._guard:
+            self._queue.put(callback)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="redlease-callbacks", daemon=True
+                )
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                callback = self._queue.get(timeout=self._linger)
+            except queue.Empty:
+                with self._guard:
+                    if self._queue.empty():  # (else one came meanwhile: run it)
+                        if self._thread is threading.current_thread():
+                            self._thread = None
+                        return
+                continue
+            if callback is None:  # close(): what was queued before it has run
+                return
+            Background.call(callback)
+            del callback  # a callback that ran keeps nothing alive while this thread waits
+
+    def close(self, timeout: float | None) -> None:
+        """End the thread once the callbacks queued so far have run; wait for it at most
+        ``timeout`` seconds (a callback that blocks longer is left to finish alone)."""
+        with self._guard:
+            thread, self._thread = self._thread, None
+            if thread is not None:
+                self._queue.put(None)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
 
 
 MIN_BUDGET = 0.005

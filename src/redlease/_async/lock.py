@@ -485,9 +485,8 @@ class _Grantee:
         elif ok is False:  # the grant's short lease ran out before the claim landed
             if holding.active:
                 _observe.lost(holding, "claim")
-            callback = holding.mark_lost()
-            if callback is not None:
-                AsyncBackground.call(callback)
+            # (off this thread: it may be a waiter reading the hub, or the watchdog)
+            self._lock._runtime().renewer.notify(holding.mark_lost())
         # A failed call: the holding keeps the grant's short lease; the watchdog finds out.
 
     def abandon(self, holding: Holding) -> None:

@@ -13,6 +13,7 @@ from redis.exceptions import RedisError
 from .._core import redlock as core
 from .._core import renewals, validate
 from .._core.holder import name_of
+from .._core.kept import forget_frames
 from .._core.lease import Holding, new_token
 from .._core.lock import (
     ACQUIRE,
@@ -30,7 +31,7 @@ from .._core.waiters import WAITERS, Outcome
 from .._fanout import NOT_YET, AsyncFanOut, Late, Unsent, hung
 from .._synchronization import AsyncBackground, AsyncShield
 from ..errors import QuorumUnavailable
-from .client import AsyncBackend, check_client
+from .client import AsyncBackend, check_client, connecting_by
 from .handle import AsyncHandle
 from .runtime import AsyncRuntime, runtime_for
 from .waiting import wait_turn
@@ -515,11 +516,15 @@ class AsyncQuorumRenewal:
         ``RedisError`` when fewer than a majority answered (cannot tell)."""
         keys, args = renewals.batch_call(due)
         start = time.monotonic()
-        replies = await AsyncFanOut.run(
-            [(backend, script, keys, args) for backend in self.backends], self.timeout
-        )
+        end = min(h.expires_at for h in due)  # (a connection opened meanwhile: by then too)
+        with connecting_by(max(end, start + self.timeout)):
+            replies = await AsyncFanOut.run(
+                [(backend, script, keys, args) for backend in self.backends], self.timeout
+            )
         answered = []
         for reply in replies:
+            if isinstance(reply, BaseException):  # dropped: not left in a cycle (see kept.py)
+                forget_frames(reply)
             try:
                 answered.append(renewals.decode(reply, len(due)))
             except (TypeError, ValueError):  # an exception in its place, or nonsense

@@ -3,9 +3,9 @@
 It wakes when the next renewal is due and renews everything due, one round trip per batch:
 holdings are batched by their renewal target and script (see :func:`~redlease._core.renewals.
 batches`), so a mutex, a permit, a read share or an election term is each renewed by its own
-script, and a Redlock on its own servers. It marks the holdings it finds gone as lost (calling
-their ``on_lost``), and exits once nothing has been left to renew for ``linger`` seconds, so
-no thread or task outlives the leases it serves for long.
+script, and a Redlock on its own servers. It marks the holdings it finds gone as lost (their
+``on_lost`` runs off its path: see ``AsyncCallbacks``), and exits once nothing has been left to
+renew for ``linger`` seconds, so no thread or task outlives the leases it serves for long.
 
 A renewal target is anything with ``renew(script, holdings)``, which answers per holding
 (renewed or lost) or raises when it cannot tell: :class:`AsyncServerRenewal` here for one
@@ -18,20 +18,20 @@ from __future__ import annotations
 import math
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .. import _observe
 from .._core import renewals
+from .._core.kept import forget_frames
 from .._core.lease import Holding
 from .._core.renewals import RenewSchedule
 from .._core.scripts import Script
-from .._synchronization import AsyncBackground, AsyncEvent
-from .client import AsyncBackend, Pending
+from .._synchronization import AsyncBackground, AsyncCallbacks, AsyncEvent
+from .client import AsyncBackend, Pending, connecting_by
 
-__all__ = ["AsyncRenewer", "AsyncServerRenewal", "settled"]
+__all__ = ["AsyncRenewer", "AsyncServerRenewal", "forget_frames", "settled"]
 
 RETRY = 0.5
 """Seconds before a renewal that failed (Redis error) is tried again."""
@@ -58,6 +58,9 @@ class AsyncRenewer:
         self._granted_at = 0.0
         self._closed = False
         self._stopping: AsyncBackground | None = None  # the worker told to end by stop()
+        # on_lost runs here, off the watchdog's path: a callback that blocks or fails costs
+        # the other leases nothing.
+        self._callbacks = AsyncCallbacks()
 
     def add(self, holding: Holding) -> None:
         """Start renewing ``holding`` (acquired just now)."""
@@ -109,11 +112,22 @@ class AsyncRenewer:
         return held
 
     async def join(self, timeout: float | None) -> None:
-        """After :meth:`stop`: wait until the watchdog has ended, at most ``timeout`` seconds
-        (a thread in the middle of a renewal ends when its reply comes or its call fails)."""
+        """After :meth:`stop`: wait until the watchdog, and the ``on_lost`` callbacks it
+        started, have ended, at most ``timeout`` seconds (a thread in the middle of a
+        renewal ends when its reply comes or its call fails; a callback still running is
+        left to finish alone, or cancelled in asyncio)."""
+        end = None if timeout is None else time.monotonic() + timeout
         worker, self._stopping = self._stopping, None
         if worker is not None:
             await worker.join(timeout)
+        left = None if end is None else max(end - time.monotonic(), 0.0)
+        await self._callbacks.aclose(left)
+
+    def notify(self, callback: Callable[[], object] | None) -> None:
+        """Run a lost holding's ``on_lost`` (``None``: none) off the caller's path, as the
+        watchdog does: a callback that blocks or raises costs the caller nothing."""
+        if callback is not None:
+            self._callbacks.submit(callback)
 
     async def _run(self) -> None:
         idle_since: float | None = None
@@ -147,9 +161,13 @@ class AsyncRenewer:
                 self._sleep_until = now + sleep
             for holding in expired:
                 _observe.lost(holding, "expired")
-            _run_lost(callbacks)
+            self._run_lost(callbacks)
             if due:
                 await self._renew(due)
+                # Let go before the schedule is read again: a dropped handle's holding, kept
+                # alive by this list, would be found due again (renewal after renewal while
+                # rounds take their deadline), and renewed for ever.
+                due = []
             else:
                 await self._wake.wait(sleep)
                 self._wake.clear()
@@ -157,8 +175,8 @@ class AsyncRenewer:
     async def _renew(self, due: list[Holding]) -> None:
         unread = [h for h in due if h.settle is not None]
         if unread:  # granted locks whose claim's reply nobody read: read it first
-            for holding in unread:
-                await settled(holding)
+            for holding in unread:  # (no later than its lease end: then it is lost anyway)
+                await settled(holding, holding.expires_at)
             now = time.monotonic()
             with self._guard:
                 claimed = {id(h): h for h in unread if h.expires_at - now > h.ttl_ms / 3000}
@@ -202,45 +220,22 @@ class AsyncRenewer:
         _observe.renewed(done)
         for h in gone:
             _observe.lost(h, "gone")
-        _run_lost(callbacks)
+        self._run_lost(callbacks)
+
+    def _run_lost(self, callbacks: list[Callable[[], object] | None]) -> None:
+        """Hand the ``on_lost`` callbacks of lost holdings to the callback runner: the
+        watchdog never waits for one, and their errors are logged there."""
+        for callback in callbacks:
+            self.notify(callback)
 
 
-async def settled(holding: Holding) -> None:
+async def settled(holding: Holding, by: float | None = None) -> None:
     """Read the reply to a granted lock's claim first, if nobody has yet (``Holding.settle``):
-    until then its lease is the grant's short one, and a lost claim is a lost lock."""
+    until then its lease is the grant's short one, and a lost claim is a lost lock. ``by``:
+    wait for it no later than then (monotonic clock), else within the socket timeout."""
     settle = holding.settle
     if settle is not None:
-        await settle()
-
-
-def forget_frames(exc: BaseException) -> None:
-    """Clear the local variables of the finished frames in ``exc``'s tracebacks (its causes'
-    and the per-server errors it carries included), once it has been reported.
-
-    A failed renewal's traceback reaches the watchdog's own frames, which hold the holdings
-    it was renewing; and redis-py keeps some errors in a reference cycle (its ``_connect``
-    keeps the error it raises in a local variable). Until the cycle collector ran, a lock
-    whose handle was dropped stayed alive, and was renewed, held by nobody.
-    """
-    seen: set[int] = set()
-    todo: list[Any] = [exc]
-    while todo and len(seen) < 64:
-        error = todo.pop()
-        if not isinstance(error, BaseException) or id(error) in seen:
-            continue
-        seen.add(id(error))
-        traceback.clear_frames(error.__traceback__)  # (a running frame is left alone)
-        todo += [error.__cause__, error.__context__]
-        errors = getattr(error, "errors", None)
-        if isinstance(errors, dict):
-            todo += list(errors.values())
-
-
-def _run_lost(callbacks: list[Callable[[], object] | None]) -> None:
-    """Run the ``on_lost`` callbacks of lost holdings; their errors must not stop the watchdog."""
-    for callback in callbacks:
-        if callback is not None:
-            AsyncBackground.call(callback)
+        await (settle() if by is None else settle(by))
 
 
 @dataclass(frozen=True)
@@ -257,22 +252,25 @@ class AsyncServerRenewal:
     async def renew(self, script: Script, due: list[Holding]) -> list[bool]:
         """Per holding True (renewed) / False (lost); raises if the server did not answer.
 
-        The calls are bounded by the shortest lease left in the batch: on a hung server,
-        waiting longer (for the socket timeout) would only learn too late that it ran out.
+        Everything is bounded by the earliest lease end in the batch: a new connection's
+        handshake, the sends and the replies. On a hung server, waiting longer (for the
+        socket timeout, e.g. because another caller holds the open connection) would only
+        learn too late that the lease ran out, and tell ``on_lost`` late.
         """
-        left = max(min(h.expires_at for h in due) - time.monotonic(), MIN_WAIT)
-        chunks = renewals.chunks(due)
-        if len(chunks) == 1:
-            keys, args = renewals.batch_call(due)
-            return renewals.decode(await self.backend.run(script, keys, args, left), len(due))
+        end = min(h.expires_at for h in due)
+        limit = self.backend.socket_timeout  # (a long lease: no longer than any call)
         pending: list[Pending] = []
         try:
-            for chunk in chunks:
-                pending.append(await self.backend.send(script, *renewals.batch_call(chunk)))
+            with connecting_by(end):
+                for chunk in renewals.chunks(due):
+                    pending.append(await self.backend.send(script, *renewals.batch_call(chunk)))
             renewed: list[bool] = []
-            for chunk in chunks:  # the replies come in the order the calls were sent
-                reply = await self.backend.receive(pending.pop(0), left)
-                renewed += renewals.decode(reply, len(chunk))
+            for chunk in renewals.chunks(due):  # the replies come in the order sent
+                call = pending.pop(0)
+                left = max(end - call.sent_at, MIN_WAIT)
+                if limit is not None:
+                    left = min(left, limit)
+                renewed += renewals.decode(await self.backend.receive(call, left), len(chunk))
             return renewed
         finally:
             for unread in pending:  # an error cut the batch short: close what is unread

@@ -103,8 +103,8 @@ class Holding:
     pid: int = field(default_factory=lambda: _pid)
     # A granted lock whose claim's reply is not read yet (the shell's callable, awaitable in
     # asyncio): ``expires_at`` is the grant's short lease until it is. Release, extend and the
-    # watchdog call it first (see ``waiters.Grantee.unread``).
-    settle: Callable[[], Any] | None = field(default=None, repr=False)
+    # watchdog call it first (see ``waiters.Grantee.unread``; the watchdog with a deadline).
+    settle: Callable[..., Any] | None = field(default=None, repr=False)
 
     @property
     def inherited(self) -> bool:

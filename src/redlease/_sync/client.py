@@ -27,6 +27,7 @@ class with the same methods, in ``cluster.py``.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import logging
 import sys
@@ -45,12 +46,13 @@ from redis.exceptions import ConnectionError, NoScriptError, RedisError, Respons
 from .. import _observe
 from .._compat import FAST_PACK, Connections, pack_command, private_kwargs
 from .._core import eviction
+from .._core.kept import forget_frames
 from .._core.lease import pid
 from .._core.scripts import Script
 from .._core.validate import CLIENT_APIS
 from .._logging import record
 
-__all__ = ["Backend", "Pending", "backend_for", "check_client"]
+__all__ = ["Backend", "Pending", "backend_for", "check_client", "connecting_by"]
 
 KEPT = 8
 """The most idle connections a backend keeps between calls (more go back to its pool)."""
@@ -167,6 +169,9 @@ def backend_for(client: Any, arg: str = "client") -> Backend:
     return Backend(client, flavor)
 
 
+MIN_HANDSHAKE = 0.01
+"""The least time a handshake is given under :func:`connecting_by`, however late it starts."""
+
 PROBE = 0.5
 """Seconds after a server was found down before a sync fan-out asks it in turn again (see
 :meth:`Backend.probe`); the pause doubles, up to :data:`PROBE_MAX`, while it keeps not
@@ -261,9 +266,10 @@ class Backend:
         pool: Any = self.client.connection_pool
         no_retry = self._flavor.retry_class(self._flavor.no_backoff(), 0)
         kwargs = private_kwargs(pool, no_retry, timeout)
-        hook = self._flavor.connect_func  # redis_connect_func, valkey_connect_func
+        # The handshake is part of connecting, not a reply (and is bounded by connecting_by).
+        hook = self._flavor.connect_func
         kwargs[hook] = functools.partial(
-            _handshake, weakref.ref(self._root), timeout is not None, kwargs.get(hook)
+            _handshake, weakref.ref(self._root), kwargs.get(hook), timeout
         )
         return self._flavor.pool_class(connection_class=pool.connection_class, **kwargs)
 
@@ -354,7 +360,8 @@ class Backend:
                 replies.append(
                     self._read(conn, sent, None if limit is None else limit + extra)
                 )
-            except ResponseError as exc:
+            except ResponseError as exc:  # kept in a local of a frame its traceback passed:
+                forget_frames(exc)  # without it, a cycle holds the caller's frames
                 replies.append(exc)
         return replies[0], replies[1]
 
@@ -774,21 +781,43 @@ def _forget_kept(kept: list[tuple[Any, float]]) -> None:
     kept.clear()
 
 
-def _handshake(root: Any, deadline: bool, inner: Any, conn: Any) -> None:
-    """``redis_connect_func`` of a backend's connections: the handshake, then, on the first
-    connection to the server, its maxmemory-policy (:meth:`Backend._read_policy`).
+_CONNECT_BY: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "redlease_connect_by", default=None
+)
 
-    A deadline backend's handshake replies within the connect timeout (a loaded or briefly
-    paused server is not a dead one), unless the server is known not to answer (then within
-    the deadline, as any reply); any other's within its socket timeout."""
+
+@contextmanager
+def connecting_by(deadline: float) -> Iterator[None]:
+    """Within the block (this thread, or this task and the tasks it starts), a connection
+    opened for a call has its handshake answered by ``deadline`` (monotonic clock), whatever
+    the socket timeout: the watchdog's renewals, which are worth nothing once the leases
+    they renew have ended. (The TCP connect itself keeps its connect timeout.)"""
+    token = _CONNECT_BY.set(deadline)
+    try:
+        yield
+    finally:
+        _CONNECT_BY.reset(token)
+
+
+def _handshake(root: Any, inner: Any, deadline: float | None, conn: Any) -> None:
+    """``redis_connect_func`` of the private pools' connections: the handshake, then, on the
+    first connection to the server, its maxmemory-policy (:meth:`Backend._read_policy`).
+
+    A deadline backend's (``deadline`` set) handshake replies within the connect timeout (a
+    loaded or briefly paused server is not a dead one), unless the server is known not to
+    answer (then within the deadline, as any reply); others within the socket timeout. Both
+    at most until the :func:`connecting_by` deadline, if one is set."""
     backend = root()
-    if deadline and backend is not None and backend._graced():
-        timeout = conn.socket_connect_timeout
-    else:
-        timeout = conn.socket_timeout
-    Connections.handshake(conn, timeout, inner)
+    limit = conn.socket_timeout
+    if deadline is not None and backend is not None and backend._graced():
+        limit = conn.socket_connect_timeout
+    by = _CONNECT_BY.get()
+    if by is not None:
+        left = max(by - time.monotonic(), MIN_HANDSHAKE)
+        limit = left if limit is None else min(limit, left)
+    Connections.handshake(conn, limit, inner)
     if backend is not None and not backend._root._policy_read:
-        Connections.handshake(conn, timeout, backend._read_policy)
+        Connections.handshake(conn, limit, backend._read_policy)
 
 
 def _forget_parked(parked: list[Any]) -> None:

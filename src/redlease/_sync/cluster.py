@@ -41,7 +41,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.crc import key_slot
 from redis.exceptions import (
@@ -57,18 +57,26 @@ from redis.exceptions import (
 
 from .._core import renewals
 from .._core.cluster import check_one_slot, sharded_pubsub_refusal
+from .._core.kept import forget_frames, kept
 from .._core.lease import Holding
 from .._core.scripts import Script
 from .._synchronization import Background, Event, Mutex
-from .client import Backend, Pending, _Flavor, _redis_flavor, translate
+from .client import Backend, Pending, _Flavor, _redis_flavor, connecting_by, translate
 from .hub import TICK
 from .renewer import MIN_WAIT
 
 __all__ = ["ClusterBackend", "ClusterRenewal", "ClusterTooOld"]
 
 _guard = threading.Lock()
+_E = TypeVar("_E", bound=BaseException)
 
-_DROPPED = ("redis_connect_func", "retry", "connection_class", "max_connections")
+_DROPPED = (
+    "redis_connect_func",
+    "valkey_connect_func",
+    "retry",
+    "connection_class",
+    "max_connections",
+)
 """Node connection settings that belong to the cluster client, not to a private pool."""
 
 
@@ -649,7 +657,8 @@ class _NodeSubscriptions:
                     self._end(exc)
                     self._close()
                     return
-                sub.deliver(exc if isinstance(exc, MovedError) else _refused(exc))
+                refusal = exc if isinstance(exc, MovedError) else _refused(exc)
+                sub.deliver(kept(refusal, ConnectionError))
                 continue
             except Exception as exc:  # broken, or closed under us
                 self._end(exc)
@@ -684,13 +693,15 @@ class _NodeSubscriptions:
             sub.deliver(item)
 
     def _end(self, exc: BaseException) -> None:
-        """The connection failed: every subscription on it ends with ``exc``."""
+        """The connection failed: every subscription on it ends with ``exc`` (each with a copy
+        of its own, with no frames: it waits in the inbox until its hub reads it, and is
+        raised there)."""
         with self._guard:
             self.closed = True
             subs, self._subs = list(self._subs.values()), {}
             self._pending.clear()
         for sub in subs:
-            sub.deliver(exc)
+            sub.deliver(kept(exc, ConnectionError))
 
     def _close(self) -> None:
         with _guard:
@@ -710,6 +721,13 @@ class _NodeSubscriptions:
         self._close()
         if reader is not None:
             reader.join(timeout)
+
+
+def _without_frames(exc: _E) -> _E:
+    """``exc`` without its traceback (see ``_core/kept.forget_frames``): a reply kept in a
+    local of a frame its traceback passed would hold that frame, and its callers', in a cycle."""
+    forget_frames(exc)
+    return exc
 
 
 def _refused(exc: BaseException) -> BaseException:
@@ -737,15 +755,20 @@ class ClusterRenewal:
 
         Bounded by the shortest lease left in the batch, as on one server.
         """
+        end = min(h.expires_at for h in due)
+        with connecting_by(end):  # a connection opened for it: by the earliest lease end
+            return self._renew(script, due, end)
+
+    def _renew(self, script: Script, due: list[Holding], end: float) -> list[bool]:
         backend = self.backend
         by_node: dict[int, tuple[Backend, dict[int, list[int]]]] = {}
         for i, holding in enumerate(due):
             slot = key_slot(holding.key)
             node = backend.owner(slot)
             by_node.setdefault(id(node), (node, {}))[1].setdefault(slot, []).append(i)
-        left = max(min(h.expires_at for h in due) - time.monotonic(), MIN_WAIT)
+        left = max(end - time.monotonic(), MIN_WAIT)
         result: list[bool] = [False] * len(due)
-        failed: Exception | None = None
+        errors: list[Exception] = []
         sent: list[tuple[_Batch, list[list[int]]]] = []
         for node, slots in by_node.values():  # write to every node before reading any
             groups = list(slots.values())
@@ -753,7 +776,7 @@ class ClusterRenewal:
             try:
                 sent.append((_Batch.send(node, script, calls), groups))
             except RedisError as exc:
-                failed = exc
+                errors.append(exc)
         for batch, groups in sent:
             replies = batch.receive(left)
             for group, reply in zip(groups, replies, strict=True):
@@ -764,14 +787,17 @@ class ClusterRenewal:
                     except RedisError as exc:
                         reply = exc
                 if isinstance(reply, Exception):
-                    failed = reply
+                    errors.append(reply)
                     continue
                 try:
                     for i, ok in zip(group, renewals.decode(reply, len(group)), strict=True):
                         result[i] = ok
                 except ValueError as exc:
-                    failed = exc
-        if failed is not None:
+                    errors.append(exc)
+        if errors:
+            for dropped in errors[:-1]:  # not left in a cycle (see kept.py)
+                forget_frames(dropped)
+            failed = errors[-1]
             if isinstance(failed, (ConnectionError, TimeoutError)):
                 backend._broken()
             raise failed
@@ -817,18 +843,18 @@ class _Batch:
                 try:
                     replies.append(node._read(conn, self.sent_at, timeout))
                 except ResponseError as exc:
-                    replies.append(exc)
+                    replies.append(_without_frames(exc))
             for i, (keys, args) in enumerate(self.calls):
                 if isinstance(replies[i], NoScriptError):
                     conn.send_command("EVAL", self.script.source, len(keys), *keys, *args)
                     try:
                         replies[i] = node._read(conn, self.sent_at, timeout)
                     except ResponseError as exc:
-                        replies[i] = exc
+                        replies[i] = _without_frames(exc)
         except BaseException as exc:  # broken or late: the connection is out of sync
             node._discard(conn)
             if not isinstance(exc, RedisError):
                 raise
-            return replies + [exc] * (len(self.calls) - len(replies))
+            return replies + [_without_frames(exc)] * (len(self.calls) - len(replies))
         node._pool.release(conn)
         return replies

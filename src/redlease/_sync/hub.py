@@ -27,6 +27,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from .._core.kept import kept
 from .._core.lease import process_id
 from .._core.scripts import Script
 from .._core.waiters import (
@@ -43,6 +44,8 @@ from .client import Backend, Pending
 
 __all__ = ["Hub", "Unread"]
 
+MIN_WAIT = 0.05
+"""The least time the watchdog gives a claim's reply (see :meth:`Unread.__call__`)."""
 TICK = 1.0
 """Longest single blocking read, in seconds: far below redis-py's default socket timeout (5 s),
 whose expiry would make the client reconnect and retry."""
@@ -69,7 +72,9 @@ class Hub:
         self._guard = threading.Lock()
         self._pubsub: Any = None
         self._reader: Background | None = None
-        self._broken: Exception | None = None  # what broke the last subscription
+        # What broke the last subscription: a copy with no frames (see _core/kept.py); the
+        # original's traceback would keep the reading thread's stack, and its handles, alive.
+        self._broken: BaseException | None = None
         self._leader: Waiter | None = None  # the waiter whose thread reads (leader/follower)
         self._followers: list[Waiter] = []  # the waiters sleeping in wait() meanwhile
 
@@ -320,7 +325,7 @@ class Hub:
             message = pubsub.get_message(timeout=wait)
         except Exception as exc:  # broken, or closed under us (client closed): start over
             with self._guard:
-                self._broken = exc
+                self._broken = kept(exc, RedisError)
                 woken = self._table.on_disconnect()
                 mine = self._pubsub is pubsub  # else close() took it, and closes it
                 if mine:
@@ -447,15 +452,18 @@ class Unread:
             return None
         return self._hub._backend.behind(pending, script, keys, args)
 
-    def __call__(self) -> None:
+    def __call__(self, by: float | None = None) -> None:
+        """Read and apply the claim's reply; ``by``: not waiting past then (monotonic clock;
+        the watchdog's bound, the grant's lease end), else within the socket timeout."""
         with self._once:
             pending, self._pending = self._pending, None
         if pending is None:
             return
         hub = self._hub
+        timeout = None if by is None else max(by - pending.sent_at, MIN_WAIT)
         ok: bool | BaseException
         try:
-            ok, server_ms = decode_claim(hub._backend.receive(pending, None))
+            ok, server_ms = decode_claim(hub._backend.receive(pending, timeout))
         except (RedisError, ValueError) as exc:
             ok = exc
         else:
