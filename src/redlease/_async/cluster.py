@@ -58,14 +58,14 @@ from .._core import renewals
 from .._core.cluster import check_one_slot, sharded_pubsub_refusal
 from .._core.lease import Holding
 from .._core.scripts import Script
-from .._synchronization import AsyncBackground, AsyncEvent, AsyncMutex
+from .._synchronization import AsyncBackground, AsyncEvent, AsyncMutex, ProcessLock
 from .client import AsyncBackend, Pending, _Flavor, _redis_flavor, translate
 from .hub import TICK
 from .renewer import MIN_WAIT
 
 __all__ = ["AsyncClusterBackend", "AsyncClusterRenewal", "ClusterTooOld"]
 
-_guard = threading.Lock()
+_guard = ProcessLock()
 
 _DROPPED = ("redis_connect_func", "retry", "connection_class", "max_connections")
 """Node connection settings that belong to the cluster client, not to a private pool."""

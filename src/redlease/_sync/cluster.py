@@ -59,14 +59,14 @@ from .._core import renewals
 from .._core.cluster import check_one_slot, sharded_pubsub_refusal
 from .._core.lease import Holding
 from .._core.scripts import Script
-from .._synchronization import Background, Event, Mutex
+from .._synchronization import Background, Event, Mutex, ProcessLock
 from .client import Backend, Pending, _Flavor, _redis_flavor, translate
 from .hub import TICK
 from .renewer import MIN_WAIT
 
 __all__ = ["ClusterBackend", "ClusterRenewal", "ClusterTooOld"]
 
-_guard = threading.Lock()
+_guard = ProcessLock()
 
 _DROPPED = ("redis_connect_func", "retry", "connection_class", "max_connections")
 """Node connection settings that belong to the cluster client, not to a private pool."""
