@@ -329,3 +329,35 @@ async def test_an_asyncio_child_cannot_release_its_parents_lock(
     assert "acquired by another process" in seen["release"]
     assert await async_client.get(lock._keys.lock) == token
     await lock.release()
+
+
+# -- guards a child inherits locked ----------------------------------------------------------
+def test_a_child_forked_while_a_guard_is_held_uses_redlease(client: redis.Redis) -> None:
+    """Another thread inside ``runtime_for`` (holding its guard) at the fork: the child gets
+    a free guard, so its first lock does not hang."""
+    from redlease._sync import runtime
+
+    def take() -> dict[str, Any]:
+        lock = redlease.Lock(client, "fork:guard")
+        took = lock.acquire(timeout=5)
+        lock.release()
+        return {"took": took}
+
+    with runtime._guard:  # as if another thread were inside it at the fork
+        seen = _fork(take)
+    assert seen == {"took": True}
+
+
+def test_twin_a_plain_lock_held_at_a_fork_stays_locked_in_the_child() -> None:
+    """The check above can fail: a plain ``threading.Lock`` held at the fork is locked for good
+    in the child (the thread that held it was not copied)."""
+    plain = threading.Lock()
+    guard = redlease._synchronization.ProcessLock()
+    with plain, guard:
+        seen = _fork(
+            lambda: {
+                "plain": plain.acquire(timeout=0.2),
+                "guard": guard._lock.acquire(timeout=0.2),
+            }
+        )
+    assert seen == {"plain": False, "guard": True}

@@ -13,12 +13,12 @@ metrics must never break a lock or stop the watchdog.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._core.lease import Holding
 from ._logging import record
+from ._synchronization import ProcessLock
 
 if TYPE_CHECKING:
     from .metrics import Observer
@@ -43,7 +43,7 @@ __all__ = [
 
 _observer: Observer | None = None
 _failed: set[tuple[int, str]] = set()  # (id(observer), method) already logged as failing
-_guard = threading.Lock()
+_guard = ProcessLock()
 
 
 def install(observer: Observer | None) -> Observer | None:

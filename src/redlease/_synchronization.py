@@ -11,9 +11,11 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import os
 import queue
 import sys
 import threading
+import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable
 from typing import Any, ParamSpec, TypeVar
 
@@ -35,6 +37,7 @@ __all__ = [
     "Event",
     "Function",
     "Mutex",
+    "ProcessLock",
     "Shield",
 ]
 
@@ -140,6 +143,36 @@ class AsyncMutex:
 
     def release(self) -> None:
         self._lock.release()
+
+
+class ProcessLock:
+    """A ``threading.Lock`` for ``with``, made anew (free) in a forked child.
+
+    A fork while another thread held a plain lock would leave the child's copy locked for good
+    (that thread is not copied): module-level guards and those of objects a child inherits
+    (a cached function, a metrics observer) use this instead."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        _process_locks.add(self)
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._lock.release()
+
+
+_process_locks: weakref.WeakSet[ProcessLock] = weakref.WeakSet()
+
+
+def _free_process_locks() -> None:
+    for lock in list(_process_locks):
+        lock._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
+    os.register_at_fork(after_in_child=_free_process_locks)
 
 
 class Mutex:

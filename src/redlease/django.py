@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -45,6 +44,7 @@ from ._core import ratelimit as core
 from ._core import ratelimit_http as http
 from ._core import rates as notation
 from ._sync.ratelimit import RateLimiter
+from ._synchronization import ProcessLock
 from .errors import RateLimitUnavailable
 
 __all__ = ["Key", "RateLimitMiddleware", "client", "client_address", "header", "rate_limit"]
@@ -53,7 +53,7 @@ Key = Callable[[HttpRequest], str | bytes | None]
 """A request's subject: a function of the ``HttpRequest``; ``None`` exempts the request."""
 
 _clients: dict[str, redis.Redis] = {}
-_clients_guard = threading.Lock()
+_clients_guard = ProcessLock()
 
 
 def client() -> redis.Redis:

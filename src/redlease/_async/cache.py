@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import threading
 from collections.abc import Callable
 from typing import Any, Generic, ParamSpec, TypeVar
 
@@ -16,7 +15,7 @@ from .. import _observe
 from .._core import cache as core
 from .._core import validate
 from .._logging import record
-from .._synchronization import AsyncBackground
+from .._synchronization import AsyncBackground, ProcessLock
 from ..errors import LockLost, LockUnavailable
 from .client import check_client
 from .lock import AsyncLock
@@ -56,7 +55,7 @@ class AsyncCached(Generic[_P, _R]):
         self._label = key if isinstance(key, str) else f"{func.__module__}.{func.__qualname__}"
         self._namer = core.Namer(self._label, key, settings.prefix)
         self._refreshing: dict[bytes, AsyncBackground | None] = {}
-        self._guard = threading.Lock()
+        self._guard = ProcessLock()
 
     def __repr__(self) -> str:
         return f"<cached {self._label} ttl={self._settings.ttl_ms / 1000}>"

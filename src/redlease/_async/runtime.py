@@ -7,7 +7,6 @@ needs no global registry. A forked child (sync) or another event loop (asyncio) 
 
 from __future__ import annotations
 
-import threading
 import time
 import weakref
 from typing import Any
@@ -16,7 +15,7 @@ from .. import _observe
 from .._core.keys import hash_tag
 from .._core.lease import Holding, process_id
 from .._core.waiters import WAITERS
-from .._synchronization import AsyncAtShutdown, AsyncBackground
+from .._synchronization import AsyncAtShutdown, AsyncBackground, ProcessLock
 from .client import AsyncBackend, backend_for
 from .cluster import AsyncClusterBackend, AsyncClusterRenewal
 from .hub import AsyncHub
@@ -25,7 +24,7 @@ from .renewer import AsyncRenewer, AsyncServerRenewal
 __all__ = ["AsyncRuntime", "detach", "runtime_for"]
 
 _ATTRIBUTE = "_redlease_runtime"
-_guard = threading.Lock()
+_guard = ProcessLock()
 
 
 class AsyncRuntime:

@@ -60,14 +60,14 @@ from .._core.cluster import check_one_slot, sharded_pubsub_refusal
 from .._core.kept import forget_frames, kept
 from .._core.lease import Holding
 from .._core.scripts import Script
-from .._synchronization import Background, Event, Mutex
+from .._synchronization import Background, Event, Mutex, ProcessLock
 from .client import Backend, Pending, _Flavor, _redis_flavor, connecting_by, translate
 from .hub import TICK
 from .renewer import MIN_WAIT
 
 __all__ = ["ClusterBackend", "ClusterRenewal", "ClusterTooOld"]
 
-_guard = threading.Lock()
+_guard = ProcessLock()
 _E = TypeVar("_E", bound=BaseException)
 
 _DROPPED = (

@@ -8,7 +8,6 @@ needs no global registry. A forked child (sync) or another event loop (asyncio) 
 
 from __future__ import annotations
 
-import threading
 import time
 import weakref
 from typing import Any
@@ -17,7 +16,7 @@ from .. import _observe
 from .._core.keys import hash_tag
 from .._core.lease import Holding, process_id
 from .._core.waiters import WAITERS
-from .._synchronization import AtShutdown, Background
+from .._synchronization import AtShutdown, Background, ProcessLock
 from .client import Backend, backend_for
 from .cluster import ClusterBackend, ClusterRenewal
 from .hub import Hub
@@ -26,7 +25,7 @@ from .renewer import Renewer, ServerRenewal
 __all__ = ["Runtime", "detach", "runtime_for"]
 
 _ATTRIBUTE = "_redlease_runtime"
-_guard = threading.Lock()
+_guard = ProcessLock()
 
 
 class Runtime:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import threading
+from .._synchronization import ProcessLock
 
 __all__ = ["OTHER", "Names", "check_max_names"]
 
@@ -26,7 +26,7 @@ class Names:
     def __init__(self, limit: int) -> None:
         self.limit = check_max_names(limit)
         self._seen: set[str] = set()
-        self._guard = threading.Lock()
+        self._guard = ProcessLock()
 
     def __call__(self, name: str) -> str:
         if name in self._seen:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import threading
 import weakref
 from typing import Any
 
+from .._synchronization import ProcessLock
 from ._names import Names
 from ._observer import Observer
 
@@ -18,7 +18,7 @@ _REGISTERED: weakref.WeakKeyDictionary[Any, dict[str, tuple[Any, PrometheusMetri
     weakref.WeakKeyDictionary()
 )
 """Per registry and namespace: the settings and the first PrometheusMetrics registered there."""
-_GUARD = threading.Lock()
+_GUARD = ProcessLock()
 
 
 class PrometheusMetrics(Observer):
