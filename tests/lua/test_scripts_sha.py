@@ -72,7 +72,7 @@ PINNED = {
     "release": "e87c1d4a8310f9a4b3bdfd2e06555f061de7ca66",
     "renew": "da429cca1a62b1a8dfd3a19af61b597c7dbe7857",
     "semaphore_set_permits": "1dd4d3e3c152198ea6447534af578f644774863f",
-    "shared_acquire": "834de4ba9ea3fbc1693a33d8cd11a48c3867d3d3",
+    "shared_acquire": "03fe1756a427af2e900590645d684b97ba091578",
     "shared_force_release": "2a0e6ce9d43300a84b44dd77a367a062f9c28090",
     "shared_inspect": "dbd1051eaf35f4319bf435acf8d5194fe149434c",
     "shared_leave": "28aa7288f4761e3d81d3d9c56b3a338facd320a4",
