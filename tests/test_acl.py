@@ -12,6 +12,7 @@ import pytest
 import redis
 
 import redlease
+import redlease.compat
 from redlease.acl import CLUSTER_COMMANDS, SCRIPT_COMMANDS, acl_rules
 from redlease.server import RedisServer
 from redlease.topology import ACLUser
@@ -94,6 +95,68 @@ def test_a_user_with_only_these_rules_runs_every_primitive(
         election.resign()
     finally:
         redlease.close(client)
+        client.close()
+
+
+def test_the_rules_cover_once_cached_compat_and_the_break_glass(
+    server: RedisServer, make_acl_user: Callable[..., ACLUser]
+) -> None:
+    """Every other primitive and the break-glass release, with every key they write: a key
+    outside ``~redlease:{*`` / ``~redlease:ratelimit:*`` is a NOPERM, failing the test."""
+    user = make_acl_user("redlease-all", acl_rules())
+    client = server.client(**user.kwargs())
+    try:
+        once = redlease.Once(client, "acl2:once", every=3600)
+        with once as run:
+            assert run is not None and run.fence > 0
+        assert once.try_start() is None and once.last() is not None
+        calls: list[int] = []
+
+        @redlease.cached(client, ttl=60)
+        def double(x: int) -> int:
+            calls.append(x)
+            return 2 * x
+
+        assert [double(4), double(4)] == [8, 8] and calls == [4]
+        assert double.invalidate(4)
+        limiter = redlease.RateLimiter(client, "acl2:api", rate="2/second;100/minute")
+        assert [limiter.hit("k").allowed for _ in range(3)] == [True, True, False]
+        with client.lock("acl2:compat", timeout=5, lock_class=redlease.compat.Lock) as lock:
+            assert lock.owned() and lock.fence
+        with redlease.Lock(client, "acl2:lock2", ttl=5) as held:
+            redlease.FencedStore(client, "acl2:store").write(held.fence, "v")
+        assert redlease.FencedStore(client, "acl2:store").read().value == b"v"
+        stock = redlease.Inventory(client, "acl2:sku")
+        stock.restock(2)
+        stock.cancel(stock.reserve(user="u1", order_id="o1").order_id)
+        assert stock.snapshot().available == 2
+        latch = redlease.CountDownLatch(client, "acl2:latch")
+        assert latch.try_set_count(1) and latch.inspect().count == 1
+        # Held, then evicted by the break-glass release of each kind.
+        assert redlease.Lock(client, "acl2:evict", ttl=5, renew=False).acquire()
+        assert redlease.Semaphore(client, "acl2:evict", 3, ttl=5, renew=False).acquire()
+        assert redlease.ReadWriteLock(client, "acl2:evict", ttl=5, renew=False).write.acquire()
+        assert redlease.Election(client, "acl2:evict", ttl=5, renew=False).campaign("x", timeout=2)
+        for kind in (redlease.Lock, redlease.Semaphore, redlease.ReadWriteLock, redlease.Election):
+            assert len(kind.force_release(client, "acl2:evict").removed) == 1, kind
+    finally:
+        redlease.close(client)
+        client.close()
+
+
+def test_twin_a_key_outside_the_layout_is_refused(
+    server: RedisServer, make_acl_user: Callable[..., ACLUser]
+) -> None:
+    """The twin: the same user cannot touch a key outside the common layout, such as Once's
+    key before it moved into it (``redlease:once:{<name>}:run``): a primitive still writing
+    there would fail the test above."""
+    user = make_acl_user("redlease-layout", acl_rules())
+    client = server.client(**user.kwargs())
+    try:
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            client.hset("redlease:once:{acl:once}:run", "state", "running")
+        client.hset("redlease:{acl:once}:once:run", "state", "done")  # the layout: granted
+    finally:
         client.close()
 
 

@@ -70,6 +70,8 @@ def test_web_frameworks_are_loaded_only_by_their_modules() -> None:
     for module in ("redlease", "redlease.asyncio"):
         assert [m for m in loaded_by(module) if m.split(".")[0] in frameworks] == []
     assert "starlette" in loaded_by("redlease.web")
+
+
 def test_redlease_does_not_load_celery() -> None:
     """Celery is the optional extra of ``redlease.celery``: only importing that loads it."""
     assert not [m for m in loaded_by("redlease") if m.split(".")[0] in ("celery", "kombu")]

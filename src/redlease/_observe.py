@@ -34,6 +34,7 @@ __all__ = [
     "install",
     "lost",
     "not_acquired",
+    "permits_mismatch",
     "rate_limit_unavailable",
     "released",
     "renewal_failed",
@@ -233,6 +234,23 @@ def held_at_close(holding: Holding, left: float) -> None:
         name=holding.name,
         fence=holding.fence,
         remaining=max(left, 0.0),
+    )
+
+
+def permits_mismatch(name: str, permits: int, stored: int) -> None:
+    """A Semaphore handle asked for ``permits``, but Redis stores ``stored``, which it uses.
+    A WARNING: a silent mismatch would let more (or fewer) holders in than the caller meant."""
+    record(
+        logging.WARNING,
+        "permits_mismatch",
+        "semaphore %r: this handle asked for %d permits, but Redis stores %d, which it uses "
+        "(set_permits() changes it for every handle)",
+        name,
+        permits,
+        stored,
+        name=name,
+        permits=permits,
+        stored=stored,
     )
 
 

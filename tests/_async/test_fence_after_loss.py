@@ -18,6 +18,7 @@ import redis.asyncio
 
 import redlease.asyncio as redlease
 from redlease._core.lock import LockKeys
+from redlease._core.once import OnceKeys
 from redlease.server import RedisServer
 from tests.support import AsyncTasks
 
@@ -152,3 +153,64 @@ async def test_a_redlock_fence_goes_on_rising_after_every_server_lost_its_data(
     assert await lock.acquire()
     assert (lock.fence or 0) > before[-1] > before[0]
     await lock.release()
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+async def test_a_once_runs_fence_goes_on_rising_after_the_server_lost_its_data(
+    make_server: Any, async_client: redis.asyncio.Redis, loss: str
+) -> None:
+    """A Once's runs are fenced by next_fence too: the run after the loss writes, the run
+    paused across it (its lease gone with the data) is refused."""
+    srv = make_server()
+    once_client = redis.asyncio.Redis(host=srv.host, port=srv.port, socket_timeout=2.0)
+    store = redlease.FencedStore(async_client, "nightly")
+    try:
+        once = redlease.Once(once_client, "nightly", every=3600, ttl=30.0)
+        fences = []
+        for _ in range(3):
+            run = await once.try_start()
+            assert run is not None
+            fences.append(run.fence)
+            await run.fail()  # frees the name for the next run
+        paused = await once.try_start()
+        assert paused is not None and fences == sorted(set(fences))
+        assert paused.fence > fences[-1]
+        await store.write(paused.fence, "before the pause")
+
+        await lose_data(srv, once_client, loss)
+        fresh = await retried(once.try_start)
+        assert fresh is not None and fresh.fence > paused.fence
+        await store.write(fresh.fence, "fresh")
+        with pytest.raises(redlease.StaleFence):
+            await store.write(paused.fence, "stale, from the paused run")
+        assert (await store.read()).value == b"fresh"
+        await fresh.finish()
+    finally:
+        await redlease.close(once_client)
+        await once_client.aclose()
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+async def test_twin_a_once_fence_counted_in_its_hash_starts_again_below_the_stores_mark(
+    make_server: Any, async_client: redis.asyncio.Redis, loss: str
+) -> None:
+    """The scheme before: HINCRBY of the run hash's fence field. After the loss it answers 1:
+    the store refuses the new run's write and accepts the paused run's stale one."""
+    srv = make_server()
+    once_client = redis.asyncio.Redis(host=srv.host, port=srv.port, socket_timeout=2.0)
+    store = redlease.FencedStore(async_client, "nightly")
+    run_key = OnceKeys.build("redlease", b"nightly").run
+    try:
+        paused = await redlease.Once(once_client, "nightly", every=3600, ttl=30.0).try_start()
+        assert paused is not None
+        await store.write(paused.fence, "before the pause")
+        await lose_data(srv, once_client, loss)
+        counted = int(await retried(lambda: once_client.hincrby(run_key, "fence", 1)))  # old path
+        assert counted == 1 < paused.fence
+        with pytest.raises(redlease.StaleFence):
+            await store.write(counted, "fresh, refused")
+        await store.write(paused.fence, "stale, accepted")
+        assert (await store.read()).value == b"stale, accepted"
+    finally:
+        await redlease.close(once_client)
+        await once_client.aclose()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -166,6 +167,51 @@ def test_set_permits_applies_to_next_acquisitions_only(
     assert not sem.acquire(timeout=0)
     for _ in range(3):
         sem.release()
+
+
+def mismatches(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if getattr(r, "redlease_event", "") == "permits_mismatch"]
+
+
+def test_a_handle_asking_other_permits_than_stored_is_told_once(
+    client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Redis keeps the count stored first (5): a handle asking for 3 uses 5, and says so once,
+    from its first acquisition's reply (no extra round trip)."""
+    caplog.set_level(logging.WARNING, logger="redlease")
+    first = redlease.Semaphore(client, "pool", 5)
+    with first:
+        pass
+    late = redlease.Semaphore(client, "pool", 3)
+    for _ in range(4):  # 4 held: more than the 3 it asked for, within the 5 stored
+        assert late.acquire(blocking=False)
+    [record] = mismatches(caplog)  # one per handle, not one per acquisition
+    assert record.levelno == logging.WARNING and "3" in record.getMessage()
+    assert (record.redlease_permits, record.redlease_stored) == (3, 5)  # type: ignore[attr-defined]
+    for _ in range(4):
+        late.release()
+    again = redlease.Semaphore(client, "pool", 3)  # another handle: told again
+    assert again.acquire(blocking=False)
+    again.release()
+    assert len(mismatches(caplog)) == 2
+
+
+def test_twin_matching_permits_log_nothing(
+    client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The twin: the same handles with the stored count (or after set_permits) stay quiet."""
+    caplog.set_level(logging.WARNING, logger="redlease")
+    first = redlease.Semaphore(client, "pool", 5)
+    with first:
+        pass
+    same = redlease.Semaphore(client, "pool", 5)
+    for _ in range(2):
+        assert same.acquire(blocking=False)
+        same.release()
+    assert same.set_permits(3) == 5
+    assert same.acquire(blocking=False)  # now 3 stored, 3 asked
+    same.release()
+    assert mismatches(caplog) == []
 
 
 def test_set_permits_wakes_waiters_that_now_fit(client: redis.Redis) -> None:

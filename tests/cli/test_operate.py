@@ -77,6 +77,9 @@ def test_every_kind_all_prints_is_accepted_by_kind_and_a_resigned_election_is_on
     assert redlease.CountDownLatch(client, "a-latch").try_set_count(2)
     redlease.Inventory(client, "an-inventory").restock(3)
     redlease.FencedStore(client, "a-fenced").write(1, "v")
+    run = redlease.Once(client, "a-once", every=60).try_start()
+    assert run is not None
+    run.fail()  # free at once: free_in stays 0, the same in both reports below
     rows = cli_json(server, capsys, "inspect", "--all")
     kinds = {row["name"]: row["kind"] for row in rows}
     assert kinds["an-election"] == "election"

@@ -27,7 +27,7 @@ from redlease.server import RedisServer
 pytestmark = pytest.mark.timeout(90)
 
 PY = sys.executable
-KEY = b"redlease:once:{job}:run"
+KEY = b"redlease:{job}:once:run"
 
 
 def cli(server: RedisServer, *args: str) -> int:
@@ -73,7 +73,7 @@ def test_two_hosts_started_two_seconds_apart_run_once(
     second = subprocess.Popen(host(server, *job), stderr=subprocess.PIPE)
     results = [(p.wait(timeout=30), p.stderr.read() if p.stderr else b"") for p in (first, second)]
     assert results == [(0, b""), (75, b"")]  # the skip is silent
-    assert lines(log) == ["1"]
+    assert len(lines(log)) == 1
 
 
 def test_two_hosts_started_two_seconds_apart_run_twice_with_a_lock(
@@ -96,12 +96,14 @@ def test_a_failed_run_is_retried_by_the_next_host_at_once(
     log = tmp_path / "log"
     assert cli(server, "run", "job", "--every", "24h", "--", *appender(log, exit_code=3)) == 3
     assert cli(server, "run", "job", "--every", "24h", "--", *appender(log)) == 0
-    assert lines(log) == ["1", "2"]
+    fences = [int(line) for line in lines(log)]
+    assert len(fences) == 2 and fences[0] < fences[1]
     # After the success, the name is taken for the period: the next try is skipped.
     assert cli(server, "run", "job", "--every", "24h", "--", *appender(log)) == 75
-    assert lines(log) == ["1", "2"]
+    assert [int(line) for line in lines(log)] == fences
     last = redlease.Once(client, "job", every=86400).last()
-    assert last is not None and (last.state, last.fence, last.every) == ("done", 2, 86400.0)
+    assert last is not None
+    assert (last.state, last.fence, last.every) == ("done", fences[1], 86400.0)
 
 
 def test_a_command_that_cannot_start_fails_the_run(
@@ -139,7 +141,8 @@ def test_a_killed_run_frees_the_name_within_its_ttl(
         else:
             assert wait_for(lambda: cli(server, *other) == 0, limit=10)
             assert time.monotonic() - killed < 1.0 + 4  # the ttl, with generous slack
-            assert lines(log) == ["2"]
+            last = redlease.Once(client, "job", every=3600).last()
+            assert last is not None and lines(log) == [str(last.fence)]  # the second run's
     finally:
         proc.kill()
         proc.wait()
@@ -155,6 +158,7 @@ def test_the_skip_is_silent_unless_verbose_and_its_code_may_be_chosen(
     job = ["job", "--every", "15m", "--", *appender(log)]
     assert cli(server, "run", *job) == 0
     capsys.readouterr()
+    fence = lines(log)[0]
     assert cli(server, "run", *job) == 75
     assert capsys.readouterr() == ("", "")
     assert cli(server, "run", "-E", "0", *job) == 0
@@ -162,8 +166,8 @@ def test_the_skip_is_silent_unless_verbose_and_its_code_may_be_chosen(
     assert capsys.readouterr() == ("", "")
     assert cli(server, "run", "-v", *job) == 75
     err = capsys.readouterr().err
-    assert "'job' ran on" in err and "(run 1, done)" in err and "command not run" in err
-    assert lines(log) == ["1"]
+    assert "'job' ran on" in err and f"(run {fence}, done)" in err and "command not run" in err
+    assert lines(log) == [fence]
 
 
 def test_a_run_in_progress_is_named_with_verbose(
@@ -201,14 +205,23 @@ def test_inspect_shows_the_last_run(
 ) -> None:
     assert cli(server, "inspect", "job", "--kind", "once", "--json") == 0
     assert json.loads(capsys.readouterr().out) == {"name": "job", "kind": "once", "state": None}
-    assert cli(server, "run", "job", "--every", "1h", "--", *appender(tmp_path / "log")) == 0
+    log = tmp_path / "log"
+    assert cli(server, "run", "job", "--every", "1h", "--", *appender(log)) == 0
     capsys.readouterr()
     assert cli(server, "inspect", "job", "--kind", "once", "--json") == 0
     state = json.loads(capsys.readouterr().out)
-    assert (state["state"], state["fence"], state["every"]) == ("done", 1, 3600.0)
-    assert state["started"].endswith("+00:00") and 0 < state["free_in"] <= 3600
+    assert (state["state"], state["fence"], state["every"]) == ("done", int(lines(log)[0]), 3600.0)
+    assert state["started"].endswith("+00:00") and 0 < state.pop("free_in") <= 3600
     assert cli(server, "inspect", "job", "--kind", "once") == 0
     assert "state      done" in capsys.readouterr().out
+    # Found by its keys, without --kind, and listed by --all.
+    assert cli(server, "inspect", "job", "--json") == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found.pop("free_in") > 0 and found == state
+    assert cli(server, "inspect", "--all", "--json") == 0
+    assert json.loads(capsys.readouterr().out) == [
+        {"name": "job", "kind": "once", "keys": ["once:fence", "once:run"]}
+    ]
     client.set(KEY, b"x")
     assert cli(server, "inspect", "job", "--kind", "once") == 1
 
@@ -216,7 +229,7 @@ def test_inspect_shows_the_last_run(
 def test_top_shows_a_run_in_progress_and_the_last_run_when_idle(client: redis.Redis) -> None:
     run = redlease.Once(client, "job", every=60).try_start()
     assert run is not None
-    client.set(b"redlease:once:{odd}:run", b"x")
+    client.set(b"redlease:{odd}:once:run", b"x")
     rows, scanned = snapshot(client, "redlease")
     cells = {row.name: row.cells()[1:] for row in rows}
     assert scanned == 2 and cells["job"][0] == "once"

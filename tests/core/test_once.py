@@ -11,16 +11,17 @@ from redlease._core.once import (
     BUSY,
     DONE_RECENTLY,
     STARTED,
+    OnceKeys,
     Start,
     decode_finish,
     decode_inspect,
     decode_start,
     every_ms,
-    run_key,
 )
 from redlease.errors import ForeignData
 
-KEY = b"redlease:once:{job}:run"
+KEYS = OnceKeys.build("redlease", b"job")
+KEY = KEYS.run
 
 
 @pytest.mark.parametrize(
@@ -65,21 +66,24 @@ def test_periods() -> None:
         every_ms(datetime.timedelta(0))
 
 
-def test_the_key_carries_the_kind() -> None:
-    assert run_key("redlease", b"job") == KEY
-    assert run_key("app", b"a:b") == b"app:once:{a:b}:run"
+def test_the_keys_follow_the_common_layout() -> None:
+    assert KEYS.in_order() == [b"redlease:{job}:once:run", b"redlease:{job}:once:fence"]
+    assert OnceKeys.build("app", b"a:b").run == b"app:{a:b}:once:run"
 
 
 def test_start_replies() -> None:
-    assert decode_start([1, 7, 1000], "job", KEY) == Start(STARTED, 7, 1000)
-    assert decode_start([0, 500, 1000], "job", KEY).status == BUSY
-    assert decode_start([2, 500, 1000], "job", KEY).status == DONE_RECENTLY
+    assert decode_start([1, 7, 1000], "job", KEYS) == Start(STARTED, 7, 1000)
+    assert decode_start([0, 500, 1000], "job", KEYS).status == BUSY
+    assert decode_start([2, 500, 1000], "job", KEYS).status == DONE_RECENTLY
     with pytest.raises(ForeignData) as info:
-        decode_start([-3], "job", KEY)
+        decode_start([-3, 1], "job", KEYS)
     assert info.value.key == KEY
+    with pytest.raises(ForeignData) as info:
+        decode_start([-3, 2], "job", KEYS)
+    assert info.value.key == KEYS.fence
     for raw in ([5, 1, 1], [1, 2], None, [b"x", 1, 1]):
         with pytest.raises(ValueError, match=r"once_start.lua"):
-            decode_start(raw, "job", KEY)
+            decode_start(raw, "job", KEYS)
 
 
 def test_finish_replies() -> None:
@@ -94,18 +98,18 @@ def _raw(now: int, state: bytes | None, until: int, end: int | None = None) -> l
 
 
 def test_inspect_replies() -> None:
-    assert decode_inspect([5, None, None, None, None, None, None, None, None], "j", KEY) is None
-    running = decode_inspect(_raw(2000, b"running", 11000), "j", KEY)
+    assert decode_inspect([5, None, None, None, None, None, None, None, None], "j", KEYS) is None
+    running = decode_inspect(_raw(2000, b"running", 11000), "j", KEYS)
     assert running is not None
     assert (running.state, running.started, running.ended) == ("running", 1.0, None)
     assert (running.fence, running.host, running.pid, running.every) == (3, "host-a", 42, 60.0)
     assert running.free_in == 9.0
     # A running run whose lease ran out: its holder died (or lost Redis) before finishing.
-    lost = decode_inspect(_raw(12000, b"running", 11000), "j", KEY)
+    lost = decode_inspect(_raw(12000, b"running", 11000), "j", KEYS)
     assert lost is not None and (lost.state, lost.free_in) == ("lost", 0.0)
-    done = decode_inspect(_raw(2000, b"done", 61000, end=1500), "j", KEY)
+    done = decode_inspect(_raw(2000, b"done", 61000, end=1500), "j", KEYS)
     assert done is not None and (done.state, done.ended, done.free_in) == ("done", 1.5, 59.0)
     with pytest.raises(ValueError, match=r"once_inspect.lua"):
-        decode_inspect(_raw(2000, b"odd", 1), "j", KEY)
+        decode_inspect(_raw(2000, b"odd", 1), "j", KEYS)
     with pytest.raises(ForeignData):
-        decode_inspect([-3], "j", KEY)
+        decode_inspect([-3, 1], "j", KEYS)

@@ -11,7 +11,15 @@ from redlease._core.latch import LatchInfo, LatchKeys, decode_wait
 from redlease._core.latch import decode_inspect as latch_inspect
 from redlease._core.rwlock import ReadWriteLockInfo, rwlock_info
 from redlease._core.semaphore import semaphore_info
-from redlease._core.shared import EVERYTHING, Holder, SharedKeys, Snapshot, decode_inspect, int_list
+from redlease._core.shared import (
+    EVERYTHING,
+    Holder,
+    SharedKeys,
+    Snapshot,
+    decode_acquire,
+    decode_inspect,
+    int_list,
+)
 
 
 def test_keys_share_one_hash_tag_in_script_order() -> None:
@@ -34,6 +42,16 @@ def test_decode_inspect() -> None:
     for bad in (None, [[1, 2]], [[1, 2, 3, 4, 5], [b"x"]]):
         with pytest.raises(ValueError, match=r"shared_inspect\.lua"):
             decode_inspect(bad, "n", keys)
+
+
+def test_decode_acquire_carries_the_stored_capacity() -> None:
+    assert decode_acquire([1, 7]).capacity is None
+    got = decode_acquire([1, 7, 5])
+    assert (got.reply.acquired, got.reply.value, got.capacity) == (True, 7, 5)
+    assert decode_acquire([b"0", b"-1", b"3"]).capacity == 3
+    for bad in ([1, 7, b"x"], [9, 1], None):
+        with pytest.raises(ValueError):
+            decode_acquire(bad)
 
 
 def test_int_list() -> None:

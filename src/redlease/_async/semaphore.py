@@ -8,6 +8,7 @@ from types import TracebackType
 import redis.asyncio
 from redis.exceptions import RedisError
 
+from .. import _observe
 from .._core import validate
 from .._core.bounds import waited
 from .._core.breakglass import ForceReleased
@@ -41,7 +42,8 @@ class AsyncSemaphore(AsyncShared):
 
     The number of permits is stored in Redis: the first handle to use the name stores its
     ``permits``; :meth:`set_permits` changes it for every handle (the ``permits`` of later
-    handles is then ignored).
+    handles is then ignored). A handle whose ``permits`` differ from the stored count logs
+    one WARNING (``redlease_event`` ``permits_mismatch``), at its first acquisition.
     """
 
     _errors = Errors(SemaphoreUnavailable, PermitNotHeld, PermitLost, "semaphore")
@@ -76,6 +78,7 @@ class AsyncSemaphore(AsyncShared):
             is skipped as dead.
         """
         self.permits = validate.count(permits, "permits")
+        self._mismatch_told = False  # permits_mismatch is logged once per handle
         super().__init__(
             client,
             name,
@@ -112,6 +115,13 @@ class AsyncSemaphore(AsyncShared):
 
     def _capacity(self) -> int:
         return self.permits
+
+    def _stored_capacity(self, stored: int) -> None:
+        # Another count stored first (or set_permits elsewhere): said once per handle.
+        if stored != self.permits and not self._mismatch_told:
+            self._mismatch_told = True
+            name = self.name if isinstance(self.name, str) else self.name.decode(errors="replace")
+            _observe.permits_mismatch(name, self.permits, stored)
 
     async def acquire(self, blocking: bool = True, timeout: float | None = DEFAULT) -> bool:
         """Take a permit; True if taken, False if none came free within the timeout.

@@ -89,6 +89,9 @@ class AsyncShared:
         """The capacity sent with each call (stored in Redis first when ``_stored``)."""
         return 1
 
+    def _stored_capacity(self, stored: int) -> None:
+        """Told the capacity stored in Redis at each acquisition, when ``_stored``."""
+
     # -- state ------------------------------------------------------------------------------
     def _mine(self) -> Holding | None:
         """The caller's latest acquisition through this handle (``None``: none).
@@ -223,8 +226,10 @@ class AsyncShared:
         except BaseException:
             AsyncShield.background(lambda timeout: self._undo(token, timeout))
             raise
-        reply = shared.decode_acquire(raw)
-        return reply.status, reply.value
+        acquired = shared.decode_acquire(raw)
+        if acquired.capacity is not None:
+            self._stored_capacity(acquired.capacity)
+        return acquired.reply.status, acquired.reply.value
 
     async def _undo(self, token: bytes, timeout: float | None) -> None:
         await self._call(shared.RELEASE, self._queue_args(token), timeout)

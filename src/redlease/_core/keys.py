@@ -12,6 +12,7 @@ primitive's core module names its own keys on top of :func:`tagged`, in one func
     CountDownLatch        redlease:{orders:42}:count  :generation  :waiters  (_core/latch.py)
     FencedStore           redlease:{orders:42}:fenced  :fenced:meta    (_core/fencing.py)
     Inventory             redlease:{orders:42}:stock  :orders  ...     (_core/inventory.py)
+    Once                  redlease:{orders:42}:once:run  :once:fence   (_core/once.py)
 
 No two primitives of one name share a key: the suffixes after ``}:`` differ, and the shared
 primitives (one layout, ``_core/shared.py``) put their kind first. Lock and RLock use the

@@ -1,11 +1,11 @@
 """Once: at most one run per period for a name, on the server's clock (the pure part).
 
-One key per name, a hash that keeps the last run (it never expires: its ``fence`` field is
-the fencing counter, never reset)::
+Two keys per name, which never expire: a hash that keeps the last run, and the fencing
+counter, raised by every run (``next_fence`` in ``lock_lib.lua``, as every other fence)::
 
-    <prefix>:once:{<name>}:run   HASH  state    running | done | failed
+    <prefix>:{<name>}:once:run   HASH  state    running | done | failed
                                        token    the run's random token (its owner)
-                                       fence    the last run's fencing token (INCR'd per run)
+                                       fence    the last run's fencing token
                                        start    when it started (server ms)
                                        end      when it ended (server ms; absent while running)
                                        until    when the name is free again (server ms):
@@ -13,19 +13,20 @@ the fencing counter, never reset)::
                                                 done: start + every; failed: its end
                                        every    the period of that run (ms)
                                        host, pid  who ran it
+    <prefix>:{<name>}:once:fence STRING  the fencing counter (never reset)
 
 A run starts when ``until`` is past (``once_start.lua``): none is in progress (a holder that
 died stops renewing, so ``until`` passes within its lease) and none succeeded within its
 period. ``once_finish.lua`` marks it done (the name stays taken until start + every),
 ``once_fail.lua`` failed (free at once), ``once_renew.lua`` is the watchdog's batch.
-The kind (``once``) is in the key, so a Once never reads another primitive's keys.
+The kind (``once``) comes first after ``}:``, so a Once never reads another primitive's keys.
 """
 
 from __future__ import annotations
 
 import datetime
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from ..errors import ForeignData
@@ -44,15 +45,15 @@ __all__ = [
     "START",
     "STARTED",
     "OnceInfo",
+    "OnceKeys",
     "Start",
     "decode_finish",
     "decode_inspect",
     "decode_start",
     "every_ms",
-    "run_key",
 ]
 
-_LIB = ("once_lib",)
+_LIB = ("lock_lib", "once_lib")
 START = load("once_start", prelude=_LIB)
 FINISH = load("once_finish", prelude=_LIB)
 FAIL = load("once_fail", prelude=_LIB)
@@ -67,9 +68,21 @@ MAX_EVERY = 400 * 86400.0
 """The longest period accepted (400 days: a yearly job with room to spare)."""
 
 
-def run_key(prefix: str, name: bytes) -> bytes:
-    """``<prefix>:once:{<name>}:run`` (prefix and name validated, name encoded)."""
-    return keys.tagged(prefix + ":once", name, "run")[0]
+@dataclass(frozen=True)
+class OnceKeys:
+    """The keys of the Once ``name``: ``<prefix>:{<name>}:once:run`` and ``:once:fence``."""
+
+    run: bytes
+    fence: bytes
+
+    @classmethod
+    def build(cls, prefix: str, name: bytes) -> OnceKeys:
+        """The keys of ``name`` (prefix and name validated, name encoded)."""
+        return cls(*keys.tagged(prefix, name, "once:run", "once:fence"))
+
+    def in_order(self) -> list[bytes]:
+        """Both keys, as KEYS[1..2] of ``once_start.lua``."""
+        return [getattr(self, field.name) for field in fields(self)]
 
 
 def every_ms(value: Any, arg: str = "every") -> int:
@@ -95,8 +108,9 @@ class Start:
     now: int
 
 
-def _foreign(raw: Any, name: str | bytes, key: bytes) -> None:
-    if isinstance(raw, list) and len(raw) == 1 and int(raw[0]) == FOREIGN:
+def _foreign(raw: Any, name: str | bytes, where: OnceKeys) -> None:
+    if isinstance(raw, list) and len(raw) == 2 and int(raw[0]) == FOREIGN:
+        key = where.in_order()[int(raw[1]) - 1]
         raise ForeignData(
             f"key {key.decode(errors='replace')} of once {name!r} holds data redlease did "
             "not write",
@@ -105,9 +119,9 @@ def _foreign(raw: Any, name: str | bytes, key: bytes) -> None:
         )
 
 
-def decode_start(raw: Any, name: str | bytes, key: bytes) -> Start:
-    """Decode ``{status, value, now}``; ForeignData for ``{-3}``."""
-    _foreign(raw, name, key)
+def decode_start(raw: Any, name: str | bytes, where: OnceKeys) -> Start:
+    """Decode ``{status, value, now}``; ForeignData for ``{-3, i}`` (KEYS[i] is foreign)."""
+    _foreign(raw, name, where)
     try:
         status, value, now = (int(x) for x in raw)
     except (TypeError, ValueError) as exc:
@@ -157,9 +171,9 @@ def _text(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
-def decode_inspect(raw: Any, name: str | bytes, key: bytes) -> OnceInfo | None:
+def decode_inspect(raw: Any, name: str | bytes, where: OnceKeys) -> OnceInfo | None:
     """Decode ``{now, state, fence, start, end, until, every, host, pid}`` (``None``: never run)."""
-    _foreign(raw, name, key)
+    _foreign(raw, name, where)
     try:
         now, values = int(raw[0]), dict(zip(_FIELDS, raw[1:], strict=True))
         if values["state"] is None:

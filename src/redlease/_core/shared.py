@@ -29,7 +29,8 @@ from typing import Any
 
 from . import holder, keys
 from .holder import HolderInfo
-from .lock import decode_acquire
+from .lock import Reply
+from .lock import decode_acquire as decode_lock_acquire
 from .scripts import load
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "RENEW",
     "RWLOCK",
     "SEMAPHORE",
+    "Acquired",
     "Holder",
     "SharedKeys",
     "Snapshot",
@@ -104,6 +106,25 @@ class SharedKeys:
             self.payload,
             self.watchers,
         ]
+
+
+@dataclass(frozen=True)
+class Acquired:
+    """shared_acquire.lua's reply: ``reply`` (status and value, as ``acquire.lua``'s) and
+    ``capacity``, the capacity stored in Redis (``None`` when it is not stored)."""
+
+    reply: Reply
+    capacity: int | None
+
+
+def decode_acquire(raw: Any) -> Acquired:
+    """Decode ``{status, value}``, or ``{status, value, capacity}`` for a stored capacity."""
+    reply = decode_lock_acquire(raw[:2] if isinstance(raw, list) else raw)
+    try:
+        capacity = int(raw[2]) if len(raw) > 2 else None
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"unexpected reply from shared_acquire.lua: {raw!r}") from exc
+    return Acquired(reply, capacity)
 
 
 def int_list(raw: Any, script: str, n: int | None = None) -> list[int]:

@@ -41,7 +41,8 @@ class Once:
     (hosts whose clocks or cron entries disagree by seconds still run the job once).
 
     A run is a lease of ``ttl`` seconds renewed by the watchdog, with a fencing token
-    (``run.fence``, strictly increasing over the runs of a name). ``run.finish()`` records
+    (``run.fence``, strictly increasing over the runs of a name, even after Redis lost its
+    data: see docs/safety.md). ``run.finish()`` records
     success: the name stays taken until the run's start + ``every``. ``run.fail()`` frees it
     at once, so another host may retry; a holder that dies (kill -9, host down) frees it
     within ``ttl``. :meth:`last` tells the last run's state, times, fence and host.
@@ -68,7 +69,8 @@ class Once:
         """Describe a job that runs once per period; nothing is sent to Redis until used.
 
         :param client: your redis-py client.
-        :param name: the job's name (str or bytes); its key is ``<prefix>:once:{<name>}:run``.
+        :param name: the job's name (str or bytes); its keys are ``<prefix>:{<name>}:once:run`` and
+            ``:once:fence``.
         :param every: the period in seconds (or a ``timedelta``; 0 < every <= 400 days): a
             run that succeeded keeps the name until its start + every.
         :param ttl: the run's lease in seconds (at least 0.05), renewed every ttl/3 while it
@@ -79,7 +81,8 @@ class Once:
         check_client(client)
         self._client = client
         self.name = name
-        self._key = core.run_key(validate.prefix(prefix), validate.name(name))
+        self._keys = core.OnceKeys.build(validate.prefix(prefix), validate.name(name))
+        self._key = self._keys.run
         self._every_ms = core.every_ms(every)
         self.every = self._every_ms / 1000
         self._ttl_ms = validate.lease_ms(ttl)
@@ -105,7 +108,7 @@ class Once:
         args = [token, self._ttl_ms, self._every_ms, socket.gethostname(), pid()]
         sent = time.monotonic()
         try:
-            raw = runtime.backend.run(core.START, [self._key], args)
+            raw = runtime.backend.run(core.START, self._keys.in_order(), args)
         except (ConnectionError, TimeoutError) as exc:
             # The script may have run and only its reply been lost: free what may be ours.
             left = budget(None, runtime.backend.socket_timeout, time.monotonic())
@@ -116,7 +119,7 @@ class Once:
         except BaseException:
             Shield.background(lambda timeout: self._undo(token, timeout))
             raise
-        start = core.decode_start(raw, self.name, self._key)
+        start = core.decode_start(raw, self.name, self._keys)
         if start.status != core.STARTED:
             _observe.not_acquired("once", self._label, time.monotonic() - sent)
             return None
@@ -145,7 +148,7 @@ class Once:
             raw = self._runtime().backend.run(core.INSPECT, [self._key], [])
         except RedisError as exc:
             raise self._unavailable("inspect", exc) from exc
-        return core.decode_inspect(raw, self.name, self._key)
+        return core.decode_inspect(raw, self.name, self._keys)
 
     @property
     def run(self) -> OnceRun | None:

@@ -90,6 +90,9 @@ class Shared:
         """The capacity sent with each call (stored in Redis first when ``_stored``)."""
         return 1
 
+    def _stored_capacity(self, stored: int) -> None:
+        """Told the capacity stored in Redis at each acquisition, when ``_stored``."""
+
     # -- state ------------------------------------------------------------------------------
     def _mine(self) -> Holding | None:
         """The caller's latest acquisition through this handle (``None``: none).
@@ -224,8 +227,10 @@ class Shared:
         except BaseException:
             Shield.background(lambda timeout: self._undo(token, timeout))
             raise
-        reply = shared.decode_acquire(raw)
-        return reply.status, reply.value
+        acquired = shared.decode_acquire(raw)
+        if acquired.capacity is not None:
+            self._stored_capacity(acquired.capacity)
+        return acquired.reply.status, acquired.reply.value
 
     def _undo(self, token: bytes, timeout: float | None) -> None:
         self._call(shared.RELEASE, self._queue_args(token), timeout)

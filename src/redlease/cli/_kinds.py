@@ -1,9 +1,9 @@
 """Which primitive a name is: the keys each kind writes, as the library's own builders name them.
 
 Every primitive of one name has keys of its own (``_core/keys.py``): a Lock's ``lock``,
-``fence``, ``queue``, ``handoff``, a Semaphore's ``semaphore:...``, and so on. The first part
-after ``<prefix>:{<name>}:`` tells the kind; it is read here from the ``_core`` builders, never
-written out, so that the command line follows the library's layout.
+``fence``, ``queue``, ``handoff``, a Semaphore's ``semaphore:...``, a Once's ``once:...``, and
+so on. The first part after ``<prefix>:{<name>}:`` tells the kind; it is read here from the
+``_core`` builders, never written out, so that the command line follows the library's layout.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from .._core.fencing import FencedKeys
 from .._core.inventory import InventoryKeys
 from .._core.latch import LatchKeys
 from .._core.lock import LockKeys
+from .._core.once import OnceKeys
 from .._core.rwlock import rwlock_keys
 from .._core.semaphore import semaphore_keys
 
@@ -30,6 +31,7 @@ _BUILDERS: dict[str, Callable[[str, bytes], Any]] = {
     "latch": LatchKeys.build,
     "inventory": InventoryKeys.build,
     "fenced": FencedKeys.build,
+    "once": OnceKeys.build,
 }
 KINDS = tuple(_BUILDERS)
 """Every kind ``inspect --all`` prints and ``--kind`` accepts."""

@@ -55,8 +55,9 @@ __all__ = [
     "scan_all",
 ]
 
-CHOICES = (*KINDS, "once", "ratelimit")
-"""The values of ``--kind``: the kinds found from their keys, and two named only by hand."""
+CHOICES = (*KINDS, "ratelimit")
+"""The values of ``--kind``: the kinds found from their keys, and the rate limiter, named only
+by hand (its keys are per subject)."""
 
 EX_FOREIGN = 1
 """A key of the lock holds data redlease did not write (another program uses the name)."""
@@ -89,8 +90,8 @@ writer, waiters, fence, leases, held_by; ElectionInfo: leader {"value", "term"} 
 remaining, candidates, last_term, held_by; LatchInfo: count, rounds, waiters; Stock:
 available, reserved, sold, total; FencedRecord: fence, version, fields).
 
---kind once shows the last run of a Once: state, started, ended (UTC, ISO 8601), fence,
-host, pid, free_in, every; state null if it never ran.
+A Once (found from its keys, or --kind once) shows its last run: state, started, ended
+(UTC, ISO 8601), fence, host, pid, free_in, every; state null if it never ran.
 
 --kind ratelimit --subject KEY --rate RATE [--algorithm A] shows what a hit of cost 1 by
 KEY would get now from rate limiter NAME under each of its limits, taking nothing; --json:
@@ -316,7 +317,6 @@ def _once(args: argparse.Namespace) -> int:
     return 0
 
 
-
 def scan_all(
     client: Any, prefix: str, limit: int, count: int = 500, *, match: str = "*"
 ) -> list[dict[str, Any]]:
@@ -411,9 +411,9 @@ def command(args: argparse.Namespace) -> int:
     name: str = args.name
     if args.kind == "ratelimit":
         return ratelimit.command(args)
+    args.kind = kind_of(args, name)
     if args.kind == "once":
         return _once(args)
-    args.kind = kind_of(args, name)
     if args.kind != "lock":
         return _family(args)
     lock = redlease.Lock(args.client, name, prefix=args.prefix)

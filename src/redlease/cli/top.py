@@ -42,7 +42,6 @@ __all__ = [
     "command",
     "describe",
     "interval_seconds",
-    "once_rows",
     "snapshot",
 ]
 
@@ -234,6 +233,17 @@ def _inventory(client: Any, name: str, prefix: str) -> Row:
     return Row(name, "inventory", held, "-", "-", "-", True)
 
 
+def _once(client: Any, name: str, prefix: str) -> Row:
+    """A :class:`redlease.Once`: running (the lease left), or the last run's state."""
+    info = redlease.Once(client, name, every=1, prefix=prefix).last()
+    if info is None:  # only its fence counter is left
+        return Row(name, "once", "-", "-", "-", "-", False)
+    running = info.state == "running"
+    held = f"{info.state} on {info.host} (pid {info.pid})"
+    left = _seconds(info.free_in) if running else "-"
+    return Row(name, "once", held, left, str(info.fence), "-", running)
+
+
 def describe(client: Any, prefix: str, name: str, kind: str) -> Row:
     """The :class:`Row` of primitive ``name`` of ``kind`` (as :func:`scan_all` guessed it).
 
@@ -256,34 +266,13 @@ def describe(client: Any, prefix: str, name: str, kind: str) -> Row:
             return _election(client, name, prefix)
         if kind == "inventory":
             return _inventory(client, name, prefix)
+        if kind == "once":
+            return _once(client, name, prefix)
     except redlease.ForeignData:
         return Row(name, kind, "foreign data", "-", "-", "-", True)
     except (TypeError, ValueError):  # a key written by hand, e.g. an empty name: ``p:{}:lock``
         return Row(name, kind, "not a valid name", "-", "-", "-", True)
     return Row(name, kind, "-", "-", "-", "-", False)  # a FencedStore: nothing is held
-
-
-def once_rows(client: Any, prefix: str, *, match: str = "*", limit: int = 1000) -> list[Row]:
-    """The rows of the :class:`redlease.Once` names under ``prefix`` (their own key space,
-    ``<prefix>:once:{<name>}:run``): running (the lease left), or the last run's state."""
-    rows = []
-    start = f"{prefix}:once:{{".encode()
-    for key in client.scan_iter(match=f"{prefix}:once:{{{match}}}:run", count=500):
-        raw = key if isinstance(key, bytes) else str(key).encode()
-        name = raw[len(start) : raw.rfind(b"}:")].decode(errors="replace")
-        try:
-            info = redlease.Once(client, name, every=1, prefix=prefix).last()
-        except redlease.ForeignData:
-            rows.append(Row(name, "once", "foreign data", "-", "-", "-", True))
-            continue
-        if info is not None:
-            running = info.state == "running"
-            held = f"{info.state} on {info.host} (pid {info.pid})"
-            left = _seconds(info.free_in) if running else "-"
-            rows.append(Row(name, "once", held, left, str(info.fence), "-", running))
-        if len(rows) >= limit:
-            break
-    return rows
 
 
 def snapshot(
@@ -296,9 +285,7 @@ def snapshot(
     """
     found = scan_all(client, prefix, limit, match=match)
     rows = [describe(client, prefix, item["name"], item["kind"]) for item in found]
-    onces = once_rows(client, prefix, match=match, limit=limit)
-    rows = sorted(rows + onces, key=lambda row: row.name)
-    return [row for row in rows if idle or row.active], len(found) + len(onces)
+    return [row for row in rows if idle or row.active], len(found)
 
 
 def _table(rows: list[Row], *, title: str, caption: str) -> Any:

@@ -2,9 +2,9 @@
 --
 -- KEYS[1] run  HASH  the last run (see once_lib.lua)
 -- Returns {now, state, fence, start, end, until, every, host, pid} (nil where absent: state
---         nil when no run ever started), or {-3} if KEYS[1] holds data redlease did not write
+--         nil when no run ever started), or {-3, 1} if KEYS[1] holds data redlease did not write
 local key = KEYS[1]
-if not ours(key) then return {-3} end
+if not ours(key) then return {-3, 1} end
 local run = redis.call('HMGET', key, 'state', 'fence', 'start', 'end', 'until', 'every', 'host',
   'pid')
 local reply = {now_ms()}

@@ -1,20 +1,16 @@
--- once_lib.lua: helpers prepended to every Once script (see _core/once.py for the hash).
+-- once_lib.lua: helpers prepended to every Once script, after lock_lib.lua (now_ms, the
+-- server's clock for every deadline of a Once; next_fence). See _core/once.py for the keys.
 --
--- The run hash: state (running | done | failed), token, fence, start, end, until (when the
--- name is free again, server ms), every (ms), host, pid. It never expires: its fence field is
--- the fencing counter, never reset.
+-- The run hash: state (running | done | failed), token, fence (the last run's), start, end,
+-- until (when the name is free again, server ms), every (ms), host, pid. It never expires;
+-- neither does the fence counter beside it (a STRING, raised by next_fence).
 
--- Server time in ms: every deadline of a Once is on the server's clock, never a client's.
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
--- Whether `key` is absent or a hash (anything else was not written by redlease).
-local function ours(key)
-  local kind = redis.call('TYPE', key)
-  kind = type(kind) == 'table' and kind.ok or kind
-  return kind == 'none' or kind == 'hash'
+-- Whether `key` is absent or of type `kind`, a hash by default (anything else was not written
+-- by redlease).
+local function ours(key, kind)
+  local found = redis.call('TYPE', key)
+  found = type(found) == 'table' and found.ok or found
+  return found == 'none' or found == (kind or 'hash')
 end
 
 -- Whether the run `token` is the one in progress in `key` at `now` (its lease not run out).

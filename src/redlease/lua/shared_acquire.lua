@@ -23,18 +23,27 @@
 --         {0, ms}     refused: the first lease ends in ms (-1: nothing to wait for but a release)
 --         {2, ms}     refused, and first in line after the reserved waiters: a reservation
 --                     ahead lapses in ms (check then that it was taken)
+--         When ARGV[8] is "1", each reply ends with the stored capacity ({1, fence, cap}...):
+--         the caller tells when it differs from the capacity it asked for.
 local S = shared_keys(ARGV[6])
 local token, lease, want = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local join, window = ARGV[4] == '1', tonumber(ARGV[5])
 local over, value = ARGV[9], ARGV[10]
 local now = now_ms()
 purge(S, now)
-local cap = capacity(S, tonumber(ARGV[7]), ARGV[8] == '1')
+local stored = ARGV[8] == '1'
+local cap = capacity(S, tonumber(ARGV[7]), stored)
+
+-- The reply, with the stored capacity last when it is stored.
+local function reply(r)
+  if stored then r[#r + 1] = cap end
+  return r
+end
 
 if over ~= '' then
   local score = redis.call('ZSCORE', S.holders, over)
   if score and tonumber(score) > now then
-    return {1, grant(S, token, want, lease, now, value)}
+    return reply({1, grant(S, token, want, lease, now, value)})
   end
 end
 
@@ -42,7 +51,7 @@ local queued = redis.call('ZSCORE', S.queue, token)
 if queued and want ~= 1 then redis.call('HSET', S.units, token, want) end
 local mine, used, whole, blocked = walk(S, cap, now, window, queued and token or nil)
 if mine or (not queued and whole and used + want <= cap) then
-  return {1, grant(S, token, want, lease, now, value)}
+  return reply({1, grant(S, token, want, lease, now, value)})
 end
 if join and not queued then
   redis.call('ZADD', S.queue, now_us(), token)
@@ -53,4 +62,4 @@ if join and not queued then
   keep(S.granted, ms)
 end
 -- We check on the reserved waiters if we are the first that does not fit (or would be, last).
-return refusal(S, now, blocked == token or (whole and not queued))
+return reply(refusal(S, now, blocked == token or (whole and not queued)))
