@@ -178,6 +178,14 @@ class QueueOnce(Task):  # type: ignore[misc]
         finally:
             _release(lock)
 
+    def push_request(self, *args: Any, **kwargs: Any) -> None:
+        """Keep ``redlease_fence`` in the request ``Task.__call__`` pushes for the run: celery
+        5.5+ copies the outer request into it, 5.3-5.4 start it empty (seen in eager tasks)."""
+        fence = getattr(self.request, "redlease_fence", None)
+        super().push_request(*args, **kwargs)
+        if fence is not None and getattr(self.request, "redlease_fence", None) is None:
+            self.request.redlease_fence = fence
+
     def _ttl(self) -> float:
         ttl: float = self.once.get("ttl", self.once_settings.get("default_ttl", 10.0))
         return ttl

@@ -148,14 +148,15 @@ async def test_nothing_is_recorded_without_an_observer(async_client: redis.async
     assert sample(registry, "redlease_hold_seconds_count", of("m:off")) == 0
 
 
-def points(reader: InMemoryMetricReader, name: str) -> list[Any]:
+def points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
+    """One collection, by instrument name: opentelemetry-sdk 1.20 reports an unchanged
+    cumulative point only in the first collection after it changed."""
     data = reader.get_metrics_data()
-    found: list[Any] = []
+    found: dict[str, list[Any]] = {}
     for resource in data.resource_metrics if data is not None else []:
         for scope in resource.scope_metrics:
             for metric in scope.metrics:
-                if metric.name == name:
-                    found += list(metric.data.data_points)
+                found.setdefault(metric.name, []).extend(metric.data.data_points)
     return found
 
 
@@ -168,12 +169,13 @@ async def test_opentelemetry_instruments(async_client: redis.asyncio.Redis) -> N
             await AsyncTasks.sleep(0.05)
     finally:
         metrics.use(previous)
-    [wait] = points(reader, "redlease.acquire.wait")
+    collected = points(reader)
+    [wait] = collected["redlease.acquire.wait"]
     assert dict(wait.attributes) == of("m:otel", outcome="acquired")
     assert wait.count == 1
-    [hold] = points(reader, "redlease.hold")
+    [hold] = collected["redlease.hold"]
     assert hold.count == 1 and hold.sum >= 0.05
-    [waiters] = points(reader, "redlease.waiters")
+    [waiters] = collected["redlease.waiters"]
     assert waiters.value == 0
     provider.shutdown()
 
