@@ -15,8 +15,8 @@ connect timeout, handshake included), and a call's clock starts once it is sent 
 servers with a connection open are sent to first; asyncio: a stall of the process before
 its tasks sent counts against nobody), unless the server is known to be down or its last
 reply was late (then the hung servers cost a round its deadline once, however many hang,
-not a connect timeout each). Without this, a fresh Redlock's first round on a loaded
-machine spent its 0.1 s connecting.
+not a connect timeout each), so a fresh Redlock's first round does not spend its deadline
+connecting.
 
 A process that was itself paused past the deadline (asyncio: its timer fired more than half
 a deadline late) does not blame the servers for it: their replies get one more deadline, once
@@ -190,7 +190,7 @@ class AsyncFanOut:
                 await backend.follow(slot.pending, *slot.behind.pop(0))
             # Bounded by the connection's own read timeout (what ``with_deadline`` gave it:
             # ``SLACK`` more than the round's), not a timer of its own: a timer task per read
-            # cost about as much as the read.
+            # costs about as much as the read.
             return await backend.receive(slot.pending, None)
 
         tasks = {

@@ -56,11 +56,8 @@ __all__ = ["AsyncBackend", "Pending", "backend_for", "check_client", "connecting
 KEPT = 8
 """The most idle connections a backend keeps between calls (more go back to its pool)."""
 TRUSTED = 0.01
-"""Seconds after its last reply in which a kept connection is reused without checking that the
-server has not closed it: one ``select`` call per call saved on the hot path (two per
-acquire+release, ~6% of it). A server that closes a connection within that time (a restart,
-CLIENT KILL) fails the one call that reuses it, as a close between the check and the call
-would."""
+"""Seconds after a reply in which a kept connection is reused unchecked; a server that closed it
+meanwhile fails that one call."""
 _KINDS = (
     "redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster, valkey.asyncio.Valkey or "
     "valkey.asyncio.cluster.ValkeyCluster"
@@ -205,8 +202,8 @@ class AsyncBackend:
     """Whether opening a connection is kept out of a deadline backend's per-reply deadline
     (:meth:`with_deadline`): its handshake gets the connect timeout, and a fan-out starts a
     call's clock once its connection is open (:meth:`cold`, :meth:`warm`), except on a server
-    known not to answer. Off, a fresh Redlock's first round on a loaded machine spends its
-    ``server_timeout`` connecting (a test turns it off to show that)."""
+    known not to answer. Off, a fresh Redlock's first round may spend its ``server_timeout``
+    connecting."""
 
     def __init__(
         self,

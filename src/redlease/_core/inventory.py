@@ -14,17 +14,17 @@ prefix ``redlease`` and name ``sku:1001``::
                                          orders, only with a retention
 
 ``stock`` keeps ``available + reserved + sold == total`` after every script, none negative.
-``orders`` is the idempotency record: one field per order id (measured on Redis 7.0: about 100
-bytes per order with 14-byte ids and 11-byte user names), kept forever by default. With a
-*retention* (``Inventory(..., retention=seconds)``), an order settled (sold, cancelled or
-expired) is forgotten that long after it was settled: writing scripts record it in ``settled``
-(about 60 bytes more while it waits) and forget at most :data:`SWEEP` orders whose time came per
-call, oldest first. So ``orders`` holds the live holds plus about (orders settled per second) x
-retention, and a retried ``reserve`` is recognised for at least the retention after the order
-settled; after that its id is unknown and would reserve anew. Orders settled before a retention
-was in use are kept forever, and clients of one inventory should use one retention. ``holds`` and
-``userholds`` hold only live holds: a cancelled, expired or sold order leaves both. ``users``
-keeps buyers with units held or sold (about 60 bytes each); one whose units drop to 0 leaves.
+``orders`` is the idempotency record: one field per order id (its size: benchmarks/README.md),
+kept forever by default. With a *retention* (``Inventory(..., retention=seconds)``), an order
+settled (sold, cancelled or expired) is forgotten that long after it was settled: writing
+scripts record it in ``settled`` (a little more memory while it waits) and forget at most
+:data:`SWEEP` orders whose time came per call, oldest first. So ``orders`` holds the live holds
+plus about (orders settled per second) x retention, and a retried ``reserve`` is recognised for
+at least the retention after the order settled; after that its id is unknown and would reserve
+anew. Orders settled before a retention was in use are kept forever, and clients of one
+inventory should use one retention. ``holds`` and ``userholds`` hold only live holds: a
+cancelled, expired or sold order leaves both. ``users`` keeps buyers with units held or sold;
+one whose units drop to 0 leaves.
 
 The life of an order (:data:`TRANSITIONS`; ``lua/inventory_lib.lua`` has the same table)::
 
@@ -405,8 +405,7 @@ def _bulk(part: bytes) -> bytes:
 def pack_head(script: Script, keys: Sequence[bytes], nargs: int) -> bytes:
     """The start of ``EVALSHA <script> <len(keys)> <keys> <nargs args>`` in the Redis protocol:
     the same for every call of one script on one inventory, so it is packed once; :func:`pack`
-    appends the arguments. (Packing a command of 15 parts per call was a good share of a
-    reservation's client CPU.)"""
+    appends the arguments."""
     parts = [b"EVALSHA", script.sha.encode(), b"%d" % len(keys), *keys]
     return b"*%d\r\n" % (len(parts) + nargs) + b"".join(map(_bulk, parts))
 

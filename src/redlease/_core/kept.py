@@ -53,14 +53,9 @@ def forget_frames(exc: BaseException) -> None:
     """Drop the tracebacks of an error about to be dropped (its causes' and the per-server
     errors it carries included), clearing the locals of their finished frames.
 
-    For an error caught and dropped (not kept): redis-py keeps some errors in a reference
-    cycle (its ``_connect`` keeps the error it raises in a local variable), and through its
-    traceback's frames the cycle reaches the frames of the code that caught it. A failed
-    renewal's reach the watchdog's, which hold the holdings it was renewing: until the cycle
-    collector ran, a lock whose handle was dropped stayed alive, and was renewed, held by
-    nobody. So can an error kept in a local of a frame its traceback passed (a fan-out's
-    results): the frame, once finished, keeps it, and it keeps the frame. Clearing the
-    frames and dropping the traceback breaks both cycles.
+    For an error caught and dropped: one in a reference cycle (redis-py keeps some, and so
+    does a finished frame holding its own error) would keep the catching frames, and the
+    holdings in their locals, alive and renewed until the cycle collector runs.
     """
     seen: set[int] = set()
     todo: list[Any] = [exc]

@@ -34,11 +34,8 @@ if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
 
 
 def pid() -> int:
-    """This process' id: ``os.getpid()`` read once, and again in a forked child.
-
-    ``os.getpid()`` is a system call; the hot path asks a dozen times per acquire and release
-    (whose runtime, whose kept connections), which cost ~8% of an uncontended lock's time.
-    """
+    """This process' id: ``os.getpid()`` read once, and again in a forked child (the hot
+    path asks often, and ``os.getpid()`` is a system call)."""
     return _pid
 
 

@@ -76,13 +76,8 @@ before a release grants it the lock (ms): long enough that a process that releas
 re-takes the lock at once keeps it for a dozen or more acquisitions (that is where the
 throughput comes from), short enough that nobody waits long. See :data:`ROTATION_MS`."""
 ROTATION_MS = 150
-"""Barging mode: the time the waiters queued when a new head is crowned share (ms): its turn
-is this divided by their number, between 1 ms and :data:`BARGE_MS`. Up to 15 waiters each
-head gets the full :data:`BARGE_MS`; a larger crowd gets shorter turns, so that the whole
-queue still turns over in about this much plus its hand-offs. (Shorter turns cost more
-hand-offs than they save in waiting on this machine: 100 ms, turns of ~7 ms with 16
-processes, measured 0.5-0.95x the acquisitions/s of 10 ms turns for a longest wait that
-was no shorter in the noise of a loaded 2-core machine.)"""
+"""Barging: the queue's heads share this much time (ms) as turns of 1..BARGE_MS each, so a
+crowd of any size turns over in about ROTATION_MS plus its hand-offs."""
 FOREIGN = -3
 """inspect.lua's status for a key holding data redlease did not write."""
 

@@ -168,7 +168,7 @@ class Tally:
     reserved_ms: list[int] = field(default_factory=list)  # reservation left where reserved
     # The reservations this waiter must watch: where it is next in line behind the reserved
     # head (or its place is unknown). Further back, the one ahead of it watches (see
-    # acquire.lua's rank): waking at every reservation's end cost a round each, for nothing.
+    # acquire.lua's rank), so a waiter further back spends no round on it.
     check_ms: list[int] = field(default_factory=list)
     errors: dict[int, BaseException] = field(default_factory=dict)
     # Servers whose queue the caller has left already: a leave was sent behind a late acquire,
@@ -199,9 +199,8 @@ class Tally:
         a majority of granting servers *with* a counter meets a server that has the last fence
         (any two majorities share a server). A fresh server does not count: had it counted,
         one restart-empty plus two servers that missed a write-back (down, hung, slow) would
-        make a majority that knows nothing of the last fence, and issue it again (the chaos
-        long run found this). The one exception is a name used nowhere yet: every server that
-        answered granted and is fresh.
+        make a majority that knows nothing of the last fence, and issue it again. The one
+        exception is a name used nowhere yet: every server that answered granted and is fresh.
         """
         counted = len(self.granted) - len(self.fresh)
         if counted >= quorum(self.n):

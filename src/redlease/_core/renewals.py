@@ -6,9 +6,8 @@ and script (:func:`batches`; large batches as several pipelined calls of :data:`
 renewer serves ten thousand leases of every kind with a few round trips per tick. A renewal
 that failed is retried after its own delay, never sooner: coalescing pulls regular renewals
 forward, not retries (else a dead server would be retried in a busy loop, each try of a
-Cluster's a refresh of its map of slots). Holdings are
-referenced weakly: a lock whose handle was dropped without ``release()`` is no longer renewed,
-and expires within its lease.
+Cluster's a refresh of its map of slots). Holdings are referenced weakly: a lock whose handle
+was dropped without ``release()`` is no longer renewed, and expires within its lease.
 
 Every renewal script has one contract: ``KEYS[i]`` is the i-th holding's key, ``ARGV[2i-1]``
 its token and ``ARGV[2i]`` its new lease in ms; it answers 1 (renewed) or 0 (lost) per

@@ -32,8 +32,8 @@ MIN_LEASE = 0.05
 """The shortest lease accepted, in seconds (50 ms). A holder must be able to renew before its
 lease ends: the watchdog renews every third of the lease, and each renewal is a round trip
 that also waits for a thread (or task) to be scheduled, which takes milliseconds on a loaded
-machine. A 1 ms lease (what ``ttl=0.0001`` used to become) is lost before it can be renewed,
-and Redis itself only expires keys to the millisecond."""
+machine. A shorter lease is lost before it can be renewed, and Redis only expires keys to
+the millisecond."""
 MAX_COUNT = 10**12
 """The largest count accepted (units, limits): Lua's numbers stay exact far beyond it."""
 CLIENT_APIS = "sync clients go with redlease, asyncio clients with redlease.asyncio"

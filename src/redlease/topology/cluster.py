@@ -323,8 +323,8 @@ class RedisClusterServers:
         my_id = self.node_id(replica)
 
         def everyone_sees_it() -> bool | None:
-            # Every node's view, not only its own: the old master learns it last (a view that
-            # still showed the old master passed wait_healthy, consistent in itself).
+            # Every node's view, not only its own: the old master learns it last, and a view
+            # that still shows the old master can pass wait_healthy (it is consistent).
             for srv in self._running():
                 if not _cluster_nodes(srv.port)[my_id].is_master:
                     return None
