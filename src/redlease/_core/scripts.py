@@ -1,7 +1,8 @@
 """Loading the Lua scripts from ``redlease/lua``, to be run by EVALSHA.
 
 Each ``.lua`` file documents its KEYS/ARGV contract and return values in its header. A script
-may be prefixed with library files (``prelude``), such as ``lock_lib.lua`` for the scripts
+may be prefixed with library files (``prelude``): ``common_lib.lua`` first (the server's
+clock, fences, telling waiters), then its family's, such as ``lock_lib.lua`` for the scripts
 that hand a lock on to waiters. The scripts themselves are named in the core module of the
 primitive they serve (``_core/lock.py``, ``_core/inventory.py``, ...). A script's SHA1 is
 computed here; a test pins every SHA as a literal and checks it against ``SCRIPT LOAD``.
