@@ -18,7 +18,7 @@ import pytest
 import redis
 
 import redlease._core
-from redlease._core.scripts import Script
+from redlease._core.scripts import Script, load
 
 
 def all_scripts() -> dict[str, Script]:
@@ -138,3 +138,10 @@ def test_the_shadowing_check_catches_a_function_defined_twice() -> None:
     # As lock_lib's grant and shared_lib's did when both were loaded.
     shadowed = SCRIPTS["shared_acquire"].source + "\nlocal function grant_units(S)\nend\n"
     assert _defined_twice(shadowed) == {"grant_units"}
+
+
+def test_a_prelude_without_common_lib_first_is_refused() -> None:
+    # lock_lib alone would fail on the server, at the first call of now_us or tell.
+    with pytest.raises(ValueError, match="prelude"):
+        load("claim", prelude=("lock_lib",))
+    assert load("claim", prelude=("common_lib", "lock_lib")) == SCRIPTS["claim"]

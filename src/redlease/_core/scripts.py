@@ -31,6 +31,11 @@ def _read(filename: str) -> str:
 
 
 def load(name: str, *, prelude: tuple[str, ...] = ()) -> Script:
-    """Load ``lua/<name>.lua``, preceded by the ``prelude`` files, as a :class:`Script`."""
+    """Load ``lua/<name>.lua``, preceded by the ``prelude`` files, as a :class:`Script`.
+
+    A prelude starts with ``common_lib``, which every other library builds on.
+    """
+    if prelude and prelude[0] != "common_lib":
+        raise ValueError(f"prelude of {name!r} must start with 'common_lib', got {prelude!r}")
     source = "\n".join([*(_read(p + ".lua") for p in prelude), _read(name + ".lua")])
     return Script(name=name, source=source, sha=hashlib.sha1(source.encode()).hexdigest())
