@@ -27,7 +27,7 @@ def test_the_rules_name_every_command_the_scripts_call() -> None:
             called |= {
                 c.lower() for c in re.findall(r"redis\.p?call\('([A-Z]+)'", script.read_text())
             }
-    called |= {"publish", "spublish"}  # lock_lib.lua's tell(): redis.call(command, ...)
+    called |= {"publish", "spublish"}  # common_lib.lua's tell(): redis.call(command, ...)
     assert called <= set(SCRIPT_COMMANDS) | set(CLUSTER_COMMANDS), called - set(SCRIPT_COMMANDS)
 
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 from importlib import resources
 
 import pytest
 import redis
 
 import redlease._core
-from redlease._core.scripts import Script
+from redlease._core.scripts import Script, load
 
 
 def all_scripts() -> dict[str, Script]:
@@ -33,51 +34,51 @@ def all_scripts() -> dict[str, Script]:
 
 SCRIPTS = all_scripts()
 PINNED = {
-    "acquire": "ed1a148308fb3da848a329d30d6f60e26b3ee778",
+    "acquire": "a9d04f890bb220a7459859226359eebda18d4679",
     "cache_arm": "401d7fafa88742237b9f52d5effd52dd90bb6a84",
     "cache_invalidate": "5adbebff6c3d181acf561e24449551248d0a1769",
     "cache_read": "1f0f0732826380c6b9cff158a4abf3d2ac158b26",
     "cache_write": "ecf70025f47d8568aed53821af4ef6f0205072d4",
-    "claim": "5473c7cf5a1b072ad793fb958be41a581c4c6c80",
-    "election_watch": "1aa7064ab4264bc7a00842a13658a2a9633dca04",
+    "claim": "d2aaed54840da375dc729d142a56c59ab5a849b9",
+    "election_watch": "4a2f0be8c288871091a351a82c3cf1a541164810",
     "extend": "dbe2b8da203a13ef7a56cc3d32d11fb1f221f7ad",
     "fence": "5cdf0e9c5e711464050a9a903e0ebbb8736597b7",
     "fenced_read": "2bd07fd07f94bdc0d8f3a9db67be05389f807688",
     "fenced_write": "551b8812bf1a7f039a3dc1974a85c6485c1c877f",
-    "force_release": "24810d5f84d5682de35d4d89724fea7b826b6b68",
+    "force_release": "b2554240e6d6213853d85a19fdcf59e5cf3dee53",
     "inspect": "a92687ee5c8ee2f121bef6d6e6fa519dada68e66",
-    "inventory_cancel": "6ad0327bca0a9438956b1be147bb712940b285d4",
-    "inventory_confirm": "56e0050769360b8b432a77c9f47a76aa0f78b4e0",
-    "inventory_order": "59ed956da3fa556a35bba04cc0bf389d116d9574",
-    "inventory_reserve": "f22954b33d9c2b01c7e7ce2eaf491c2b04098a96",
-    "inventory_restock": "d01f5c244b4f869b0f6ffb867172faa2ea12a2db",
-    "inventory_snapshot": "dcf9eab370ad3145e0d3b722795a79f81d002bbc",
-    "inventory_withdraw": "998ee215b7881946239f32b6b0f9ac3b13cee0dc",
-    "latch_count_down": "e837d50e1c4a07a12dff1962cf7c75d5a7fc2da9",
+    "inventory_cancel": "e5414f9c8be114d9828afa43e0af38b2c756524a",
+    "inventory_confirm": "2ccce8dfb1d7507e2b22b561cd38582a9580a050",
+    "inventory_order": "a7275086ca5aa180a9f5f9e7c7039381390483b1",
+    "inventory_reserve": "037b8ac45226bbbc4da71d690ab6be23b0003ec9",
+    "inventory_restock": "a512826b0bc8bb41cc4ed984a2be553344e35a68",
+    "inventory_snapshot": "46926721e7cdd01a791b67705dc6e2af4fd39769",
+    "inventory_withdraw": "9e47277e6ca1d47f46517cc32ab33d7d1333cd6c",
+    "latch_count_down": "90875c797373ef4d6351579b393b7648f519cfd3",
     "latch_inspect": "334ca9ba1441233d3a2c61a4ad53d663516a641a",
     "latch_leave": "d706b013e5900ba0ae6d29166ffab801b61b8de6",
     "latch_set": "d0bf5d735c9546c5f72cd9f7cf71026e25dcd58e",
-    "latch_wait": "f3eeed22306c00961f4f0a40284bd555c3762957",
-    "leave": "8cd4ade0866818bfda20e9b14a59e8405260cf7c",
-    "once_fail": "df3590af3b3673115d7a67f13edd94901b70429a",
-    "once_finish": "3347e9a767edd65be2de04b535ad09dc10d52e05",
-    "once_inspect": "e3ae8f73bff3594bc593c25e063fd83d3f58ee91",
-    "once_renew": "49d500befb0401309711a9bf7b0daa1622fe0888",
-    "once_start": "1be50bc166c4ff32e83f9d3f9ef996a6df0ab132",
-    "ratelimit_fixed": "880c733c9d62b3ece42bf8883702d04436050bf6",
-    "ratelimit_gcra": "36fcf32429459d21bb7079166b7f0733990b33fe",
+    "latch_wait": "9519ebefe346204a4ce2ade7f1cccc8c475af9f8",
+    "leave": "301669b4ef88de35caad9c04e9258b8af86fc20b",
+    "once_fail": "80d77cdb5b4bfc81198c9f4738684af599095144",
+    "once_finish": "58f6521a937d498ef964a92ed4e5a9455be3b230",
+    "once_inspect": "60ca1e9d923807ab0d447f77c5ffcfbcc3d2c6cc",
+    "once_renew": "f4d59e5f308b960a7088f920f636fc3beeeccf3b",
+    "once_start": "9c1495784d10a4d9ccab33c9cd8a05ee5355f0c1",
+    "ratelimit_fixed": "79662bd8e5eafa6bf336d0aef8b8f6c3da88c15c",
+    "ratelimit_gcra": "ff479ed2e9daababb3f9953001cd7538becc4b29",
     "ratelimit_reset": "164f24e76edacaca046ab60b6edda712be68b93e",
-    "ratelimit_sliding": "83ce79b35ff1dbb762888b18f4f902caf2075fd5",
-    "ratelimit_token_bucket": "1441461906eeebf5921f16942977023774124e44",
-    "release": "e87c1d4a8310f9a4b3bdfd2e06555f061de7ca66",
+    "ratelimit_sliding": "e2235814dc42a0fdc3ebcb07847dab94ece1ed8d",
+    "ratelimit_token_bucket": "2e5404442ba8047e668d8f60100eac5053b3492e",
+    "release": "7e4f62e353884a0e6dc4f9993d381ca344363dfc",
     "renew": "da429cca1a62b1a8dfd3a19af61b597c7dbe7857",
-    "semaphore_set_permits": "1dd4d3e3c152198ea6447534af578f644774863f",
-    "shared_acquire": "03fe1756a427af2e900590645d684b97ba091578",
-    "shared_force_release": "2a0e6ce9d43300a84b44dd77a367a062f9c28090",
-    "shared_inspect": "dbd1051eaf35f4319bf435acf8d5194fe149434c",
-    "shared_leave": "28aa7288f4761e3d81d3d9c56b3a338facd320a4",
-    "shared_release": "30072899af40da0ea8eb82383ca89269cd4c3291",
-    "shared_renew": "4af62a7259df7e02677f34e48bf55bbb77cf9323",
+    "semaphore_set_permits": "979f98f052bdf04e6738c5f0d82ee617b8ba67f5",
+    "shared_acquire": "e5aa81c40921c5cf099618f8bc4bc76ae3665eec",
+    "shared_force_release": "2d167e03dee66db366df2acf25f7c7beaed9347f",
+    "shared_inspect": "19e1c00eceb17df9070d2b830ca9e63431ef189c",
+    "shared_leave": "50ddc40af63957ccd3bc19f9f7d621d43b6b233c",
+    "shared_release": "54a54a63920c917ded14213201c940934ce903d4",
+    "shared_renew": "8ce9ee7f1ba7e66231f00d5f007b65c0f90e4c86",
 }
 """Script name -> SHA1 of its source, as loaded. Update a literal only with the script edit."""
 LUA = resources.files("redlease").joinpath("lua")
@@ -109,3 +110,38 @@ def test_every_script_file_is_loaded_and_documents_its_contract(name: str) -> No
     comments = "\n".join(line for line in header if line.startswith("--"))
     assert "Returns" in comments
     assert "KEYS[" in comments
+
+
+@pytest.mark.parametrize("name", [f for f in FILES if f.endswith("_lib")])
+def test_every_lib_says_what_it_provides_and_who_loads_it(name: str) -> None:
+    header = LUA.joinpath(f"{name}.lua").read_text().split("\n")
+    assert header[0].startswith(f"-- {name}.lua: ")
+    comments = "\n".join(line for line in header if line.startswith("--"))
+    assert "Provides:" in comments
+    assert "Loaded by:" in comments
+    source = LUA.joinpath(f"{name}.lua").read_text()
+    assert any(source in script.source for script in SCRIPTS.values()), f"{name} is not loaded"
+
+
+def _defined_twice(source: str) -> set[str]:
+    names = re.findall(r"^local function (\w+)", source, flags=re.MULTILINE)
+    return {n for n in names if names.count(n) > 1}
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_no_script_defines_a_function_twice(name: str) -> None:
+    # A second definition silently shadows the first for the rest of the script.
+    assert _defined_twice(SCRIPTS[name].source) == set()
+
+
+def test_the_shadowing_check_catches_a_function_defined_twice() -> None:
+    # As lock_lib's grant and shared_lib's did when both were loaded.
+    shadowed = SCRIPTS["shared_acquire"].source + "\nlocal function grant_units(S)\nend\n"
+    assert _defined_twice(shadowed) == {"grant_units"}
+
+
+def test_a_prelude_without_common_lib_first_is_refused() -> None:
+    # lock_lib alone would fail on the server, at the first call of now_us or tell.
+    with pytest.raises(ValueError, match="prelude"):
+        load("claim", prelude=("lock_lib",))
+    assert load("claim", prelude=("common_lib", "lock_lib")) == SCRIPTS["claim"]

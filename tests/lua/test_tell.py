@@ -1,5 +1,5 @@
 """How the lock scripts tell a waiter: PUBLISH on one server, SPUBLISH when the channel prefix
-carries the lock's hash tag (a Cluster; ``lua/lock_lib.lua`` ``tell()``)."""
+carries the lock's hash tag (a Cluster; ``lua/common_lib.lua`` ``tell()``)."""
 
 from __future__ import annotations
 

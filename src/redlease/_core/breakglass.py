@@ -21,8 +21,8 @@ from .scripts import load
 
 __all__ = ["FORCE_RELEASE", "SHARED_FORCE_RELEASE", "ForceReleased", "decode", "token"]
 
-FORCE_RELEASE = load("force_release", prelude=("lock_lib",))
-SHARED_FORCE_RELEASE = load("shared_force_release", prelude=("lock_lib", "shared_lib"))
+FORCE_RELEASE = load("force_release", prelude=("common_lib", "lock_lib"))
+SHARED_FORCE_RELEASE = load("shared_force_release", prelude=("common_lib", "shared_lib"))
 
 
 @dataclass(frozen=True)

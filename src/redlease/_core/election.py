@@ -26,7 +26,7 @@ __all__ = [
     "leader_of",
 ]
 
-WATCH = load("election_watch", prelude=("lock_lib", "shared_lib"))
+WATCH = load("election_watch", prelude=("common_lib", "shared_lib"))
 
 
 def election_keys(prefix: str, name: bytes) -> SharedKeys:

@@ -9,7 +9,7 @@ same step.
 **Equal fences are accepted.** One holder must be able to write twice under one acquisition
 (``lock.fence`` does not change while the lock is held), and two holders never get the same
 fence from a lock (the script that grants the lock raises the counter: ``next_fence`` in
-``lua/lock_lib.lua``, max(counter + 1, server time in us)). A fence can repeat only when the
+``lua/common_lib.lua``, max(counter + 1, server time in us)). A fence can repeat only when the
 lock's fencing counter was lost *and* the lock server's clock went back (see
 ``docs/safety.md``); rejecting equal fences would not help then anyway, since the repeated
 fences are not necessarily equal to the last one accepted. Fences are below

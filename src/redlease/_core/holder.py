@@ -9,7 +9,7 @@ anyway). Each part is cut to :data:`MAX_PART` characters and keeps only
 split on spaces) and no ``:`` (it separates the parts).
 
 *Since when* is the server's time at acquisition. It is not stored either: the fence issued to
-the holder is ``max(counter + 1, server time in us)`` (``lua/lock_lib.lua``), so a fence of
+the holder is ``max(counter + 1, server time in us)`` (``lua/common_lib.lua``), so a fence of
 at least :data:`TIME_FENCE` *is* that time, to the microsecond, unless acquisitions outran
 the clock (then a little later than the truth). A smaller fence is a count from before fences
 were times: ``since`` is ``None`` then.

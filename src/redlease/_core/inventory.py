@@ -417,7 +417,7 @@ def pack(head: bytes, args: Sequence[bytes]) -> list[bytes]:
 
 
 # -- scripts --------------------------------------------------------------------------------
-_LIB = ("inventory_lib",)
+_LIB = ("common_lib", "inventory_lib")
 RESERVE = load("inventory_reserve", prelude=_LIB)
 CONFIRM = load("inventory_confirm", prelude=_LIB)
 CANCEL = load("inventory_cancel", prelude=_LIB)

@@ -35,8 +35,8 @@ __all__ = [
 ]
 
 SET = load("latch_set")
-COUNT_DOWN = load("latch_count_down", prelude=("lock_lib",))
-WAIT = load("latch_wait", prelude=("lock_lib",))
+COUNT_DOWN = load("latch_count_down", prelude=("common_lib",))
+WAIT = load("latch_wait", prelude=("common_lib",))
 LEAVE = load("latch_leave")
 INSPECT = load("latch_inspect")
 

@@ -56,7 +56,7 @@ __all__ = [
     "decode_inspect",
 ]
 
-_LOCK_LIB = ("lock_lib",)
+_LOCK_LIB = ("common_lib", "lock_lib")
 ACQUIRE = load("acquire", prelude=_LOCK_LIB)
 RELEASE = load("release", prelude=_LOCK_LIB)
 LEAVE = load("leave", prelude=_LOCK_LIB)

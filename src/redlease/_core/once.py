@@ -1,7 +1,7 @@
 """Once: at most one run per period for a name, on the server's clock (the pure part).
 
 Two keys per name, which never expire: a hash that keeps the last run, and the fencing
-counter, raised by every run (``next_fence`` in ``lock_lib.lua``, as every other fence)::
+counter, raised by every run (``next_fence`` in ``common_lib.lua``, as every other fence)::
 
     <prefix>:{<name>}:once:run   HASH  state    running | done | failed
                                        token    the run's random token (its owner)
@@ -53,7 +53,7 @@ __all__ = [
     "every_ms",
 ]
 
-_LIB = ("lock_lib", "once_lib")
+_LIB = ("common_lib", "once_lib")
 START = load("once_start", prelude=_LIB)
 FINISH = load("once_finish", prelude=_LIB)
 FAIL = load("once_fail", prelude=_LIB)

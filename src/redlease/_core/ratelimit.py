@@ -228,10 +228,11 @@ def tightest(each: Sequence[RateLimit]) -> RateLimit:
     return min(each, key=lambda r: (r.remaining, -r.reset_after))
 
 
-FIXED = load("ratelimit_fixed")
-SLIDING = load("ratelimit_sliding")
-GCRA = load("ratelimit_gcra")
-TOKEN_BUCKET = load("ratelimit_token_bucket")
+_LIB = ("common_lib", "ratelimit_lib")
+FIXED = load("ratelimit_fixed", prelude=_LIB)
+SLIDING = load("ratelimit_sliding", prelude=_LIB)
+GCRA = load("ratelimit_gcra", prelude=_LIB)
+TOKEN_BUCKET = load("ratelimit_token_bucket", prelude=_LIB)
 RESET = load("ratelimit_reset")
 SCRIPTS: tuple[Script, ...] = (FIXED, SLIDING, GCRA, TOKEN_BUCKET, RESET)
 _BY_ALGORITHM: dict[Algorithm, Script] = {

@@ -18,7 +18,7 @@ from .shared import SEMAPHORE, SharedKeys, Snapshot
 
 __all__ = ["SET_PERMITS", "SemaphoreInfo", "semaphore_info", "semaphore_keys"]
 
-SET_PERMITS = load("semaphore_set_permits", prelude=("lock_lib", "shared_lib"))
+SET_PERMITS = load("semaphore_set_permits", prelude=("common_lib", "shared_lib"))
 
 
 def semaphore_keys(prefix: str, name: bytes) -> SharedKeys:

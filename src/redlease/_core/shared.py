@@ -54,11 +54,11 @@ __all__ = [
     "int_list",
 ]
 
-_LIBS = ("lock_lib", "shared_lib")
+_LIBS = ("common_lib", "shared_lib")
 ACQUIRE = load("shared_acquire", prelude=_LIBS)
 RELEASE = load("shared_release", prelude=_LIBS)
 LEAVE = load("shared_leave", prelude=_LIBS)
-RENEW = load("shared_renew", prelude=("lock_lib",))
+RENEW = load("shared_renew", prelude=("common_lib",))
 INSPECT = load("shared_inspect", prelude=_LIBS)
 
 SEMAPHORE, RWLOCK, ELECTION = "semaphore", "rwlock", "election"

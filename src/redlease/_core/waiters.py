@@ -2,7 +2,7 @@
 
 Every process has one pub/sub channel of its own, ``redlease:waiters:<process id>``, and every
 token it creates starts with that id (``<process id>.<random>``). The lock scripts read the id
-off a queued token and tell exactly that process what concerns it (``lua/lock_lib.lua``):
+off a queued token and tell exactly that process what concerns it (``lua/common_lib.lua``):
 
 ==============================  ===================================================
 ``G<token> <fence> <ms> <now>`` the lock was *granted* to ``token`` (a fair Lock's

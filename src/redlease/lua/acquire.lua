@@ -18,7 +18,7 @@
 --                  T message; Redlock tells it from a few of its servers only: one message is
 --                  enough). Reservations (H, N) are told all the same.
 -- Returns {1, fence}       acquired; fence = the new fencing token (strictly increasing per name,
---                          at least the server's time in us: lock_lib.lua's next_fence)
+--                          at least the server's time in us: common_lib.lua's next_fence)
 --                          Mode R: {1, 0, us} when this server has no counter for the name
 --                          (never used here, or the server lost its data): none is created;
 --                          us = the server's time in us; the client writes the merged fence
@@ -46,7 +46,7 @@ end
 local function took(dequeue)
   if dequeue and redis.call('ZREM', queue, token) == 1 then
     local next = told and redis.call('ZRANGE', queue, 0, 0)[1]
-    if next then tell(told, next, 'T' .. next .. ' ' .. lease) end
+    if next then tell(told, next, 'T', lease) end
   end
 end
 
@@ -56,7 +56,7 @@ local function held()
   if redis.call('GET', lock) == token then
     redis.call('PEXPIRE', lock, lease)
     local next = told and redis.call('ZRANGE', queue, 0, 0)[1]
-    if next then tell(told, next, 'T' .. next .. ' ' .. lease) end
+    if next then tell(told, next, 'T', lease) end
     return {1, tonumber(redis.call('GET', fence))}
   end
   return refuse(0, redis.call('PTTL', lock))
@@ -83,7 +83,7 @@ if mode == 'G' then
   if redis.call('EXISTS', lock) == 1 then return held() end
   -- Free, with others ahead of us (a lease ran out, or a grantee never claimed): the first
   -- one that listens is granted it now; we take it only if nobody ahead of us listens.
-  head = grant(lock, fence, queue, channels, window, token)
+  head = grant_lock(lock, fence, queue, channels, window, token)
   if head and head ~= token then return refuse(0, window) end
   redis.call('SET', lock, token, 'PX', lease)
   took(head)
@@ -131,7 +131,7 @@ local pttl = redis.call('PTTL', lock)
 if pttl ~= -2 then return refuse(0, pttl) end
 local holder, deadline = reservation(handoff)
 if holder == head then
-  local left = deadline - math.floor(now_us() / 1000)
+  local left = deadline - now_ms()
   if left > 0 then return reserved(left) end
   redis.call('ZREM', queue, head)   -- it missed its turn (crashed, or too slow): skip it
   redis.call('DEL', handoff)

@@ -21,5 +21,5 @@ end
 redis.call('DEL', lock, handoff)
 local moved = next_fence(fence)
 -- Granted as a fair release grants: a barging waiter takes a grant too (barge() grants).
-grant(lock, fence, queue, ARGV[2], tonumber(ARGV[1]), nil)
+grant_lock(lock, fence, queue, ARGV[2], tonumber(ARGV[1]), nil)
 return {holder, moved}

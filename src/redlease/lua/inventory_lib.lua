@@ -1,5 +1,7 @@
--- inventory_lib.lua: helpers prepended to every inventory script (reserve, confirm, cancel,
--- restock, snapshot, order). The Python side is redlease/_core/inventory.py.
+-- inventory_lib.lua: stock, orders and holds of one inventory, after common_lib.lua (now_ms).
+-- Provides: K, TRANSITIONS, RETAIN, read_order, hold, close, settle, settle_user, sweep,
+-- stock_reply, order_reply, transition, ... Loaded by: _core/inventory.py (every inventory_*
+-- script: reserve, confirm, cancel, restock, withdraw, snapshot, order).
 --
 -- KEYS are the same six in every inventory script; all share the hash tag {name}, so they
 -- live in one Redis Cluster slot:
@@ -44,11 +46,6 @@ local TRANSITIONS = {
   confirm = {reserved = 'sold', sold = 'same', cancelled = 'closed', expired = 'closed'},
   cancel = {reserved = 'cancelled', cancelled = 'same', expired = 'same', sold = 'closed'},
 }
-
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 
 local function int(n)  -- an integer as digits (tostring would switch to exponents)
   return string.format('%d', n)

@@ -11,7 +11,7 @@ if count > 1 then return redis.call('DECR', KEYS[1]) end
 redis.call('DEL', KEYS[1])
 redis.call('INCR', KEYS[2])
 for _, t in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
-  tell(ARGV[1], t, 'H' .. t .. ' 0')
+  tell(ARGV[1], t, 'H', 0)
 end
 redis.call('DEL', KEYS[3])
 return 0

@@ -40,6 +40,6 @@ elseif removed == 1 and holder then
   -- The waiter that checks on the reserved head may have left: tell whoever is next now.
   local second = redis.call('ZRANGE', queue, 1, 1)[1]
   local left = deadline - now_ms()
-  if second and left > 0 then tell(channels, second, 'N' .. second .. ' ' .. left) end
+  if second and left > 0 then tell(channels, second, 'N', left) end
 end
 return removed

@@ -1,4 +1,7 @@
--- lock_lib.lua: helpers prepended to every lock script (acquire, release, leave).
+-- lock_lib.lua: the hand-off of one lock to its queued waiters, after common_lib.lua.
+-- Provides: enqueue, turn_ms, crown, grant_lock, reserve, hand_off, barge, pass_on,
+-- reservation. Loaded by: _core/lock.py (acquire, release, leave, claim) and
+-- _core/breakglass.py (force_release).
 --
 -- The key layout of one lock (all keys share the hash tag {name}, so they live in one
 -- Redis Cluster slot):
@@ -10,19 +13,7 @@
 --                    that queue head until <ms>; barging mode, "<token> <ms> <turn>": <token>
 --                    became the queue head at <ms>, and is granted the lock at the first
 --                    release <turn> ms later.
--- A token is "<process id>.<random>"; each process listens on its own channel
--- <channels><process id>, and is told only what concerns its own waiters. On a Redis Cluster
--- <channels> carries the lock's hash tag ("redlease:waiters:{<name>}:"): the channel is in
--- the lock's slot and is told with SPUBLISH (sharded, Redis >= 7.0; never broadcast to every
--- node). Without a tag (one server, any version): PUBLISH.
---   "G<token> <fence> <ms> <now>"  the lock was GRANTED to <token> (direct hand-off): it holds
---                           it with fencing token <fence> and a lease of <ms> until it claims it;
---                           <now> is the server's time in ms (how late the message is read)
---   "H<token> <window ms>"  the lock is free and reserved for <token> for <window ms>
---   "F<token> <ms>"         the lock is free (barging mode): try now; it is handed to you
---                           directly at a release <ms> from now, if others keep taking it
---   "N<token> <window ms>"  the waiter ahead of <token> has <window ms> to take or claim it
---   "T<token> <lease ms>"   the waiter ahead of <token> took it, with a lease of <lease ms>
+-- The messages told to waiters (G, H, F, N, T) are listed in common_lib.lua.
 --
 -- Three hand-off modes (ARGV "mode" of acquire, release and leave):
 --   'G' fair, direct: release grants the lock to the queue head itself (Lock, RLock)
@@ -30,39 +21,6 @@
 --       head that has waited its turn at the head (turn_ms) is granted it at the next release
 --   'R' reservation: release reserves the free lock for the head, which takes it (Redlock,
 --       whose servers must agree on one holder, so no server grants on its own)
-
--- Server time in us. Hold deadlines use the server's clock, never a client's.
-local function now_us()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-
--- Server time in ms.
-local function now_ms()
-  return math.floor(now_us() / 1000)
-end
-
--- Issue the next fencing token of the counter `fence`: max(counter + 1, server time in us).
--- Larger than every token issued from the counter, and, should the counter be lost with the
--- server's data (restart without persistence, FLUSHALL, eviction), still larger than every
--- token issued before, as long as the server's clock did not go back. Exact as a Lua number
--- (a double) below 2^53 us, the year 2255; stored and told with %d (Lua would print 14
--- significant digits).
-local function next_fence(fence)
-  local issued = math.max(tonumber(redis.call('GET', fence) or '0') + 1, now_us())
-  redis.call('SET', fence, string.format('%d', issued))
-  return issued
-end
-
--- Tell the process that queued `token` (tokens without a process id are nobody's to tell).
--- Returns how many subscribers heard it: 0 means that process does not listen (it died, or
--- its subscription broke), so it cannot take a turn it is given.
-local function tell(channels, token, message)
-  local dot = channels and string.find(token, '.', 1, true)  -- channels false: tell nobody
-  if not dot then return 0 end
-  local command = string.find(channels, '{', 1, true) and 'SPUBLISH' or 'PUBLISH'
-  return redis.call(command, channels .. string.sub(token, 1, dot - 1), message)
-end
 
 -- Queue `token` at `score` unless it is queued already, and keep the queue alive: live waiters
 -- retry at least once per lease (`ms`: the longest they were told to sleep); an abandoned
@@ -98,22 +56,22 @@ end
 -- with a fresh fence and a lease of `claim_ms`, which it extends to its own lease when it
 -- hears of it (claim.lua); a grantee that never does is skipped when that short lease ends
 -- (the next waiter is told when to check). Returns the token granted to, `caller`, or nil.
-local function grant(lock, fence, queue, channels, claim_ms, caller)
+local function grant_lock(lock, fence, queue, channels, claim_ms, caller)
   for _ = 1, SKIP do
     local head = redis.call('ZRANGE', queue, 0, 0)[1]
     if not head or head == caller then return head end
     redis.call('ZREM', queue, head)
     local issued = next_fence(fence)
-    local message = string.format('G%s %d %d %d', head, issued, claim_ms, now_ms())
-    if tell(channels, head, message) > 0 then
+    local detail = string.format('%d %d %d', issued, claim_ms, now_ms())
+    if tell(channels, head, 'G', detail) > 0 then
       redis.call('SET', lock, head, 'PX', claim_ms)
       local second = redis.call('ZRANGE', queue, 0, 0)[1]
-      if second then tell(channels, second, 'N' .. second .. ' ' .. claim_ms) end
+      if second then tell(channels, second, 'N', claim_ms) end
       return head
     end
   end
   local head = redis.call('ZRANGE', queue, 0, 0)[1]  -- more deaf ones: let the head sort it out
-  if head then tell(channels, head, 'N' .. head .. ' 0') end
+  if head then tell(channels, head, 'N', 0) end
   return nil
 end
 
@@ -121,12 +79,12 @@ end
 -- and tell the waiter after it when to check that the head took it (a dead head is skipped
 -- then).
 local function reserve(queue, handoff, channels, head, window_ms, quiet)
-  local deadline = math.floor(now_us() / 1000) + window_ms
+  local deadline = now_ms() + window_ms
   -- The key outlives the deadline so that an expired reservation can be told apart from none.
   redis.call('SET', handoff, head .. ' ' .. deadline, 'PX', window_ms * 4)
-  if head ~= quiet then tell(channels, head, 'H' .. head .. ' ' .. window_ms) end
+  if head ~= quiet then tell(channels, head, 'H', window_ms) end
   local second = redis.call('ZRANGE', queue, 1, 1)[1]
-  if second then tell(channels, second, 'N' .. second .. ' ' .. window_ms) end
+  if second then tell(channels, second, 'N', window_ms) end
 end
 
 -- After the lock became free: reserve it for the queue head, if there is one.
@@ -161,12 +119,12 @@ local function barge(lock, fence, queue, handoff, channels, claim_ms, barge_ms, 
       turn = math.min(tonumber(turn), turn_ms(queue, barge_ms, rotation_ms))
       if now - tonumber(since) >= turn then
         redis.call('DEL', handoff)
-        grant(lock, fence, queue, channels, claim_ms, nil)
+        grant_lock(lock, fence, queue, channels, claim_ms, nil)
       end
       return
     end
     turn = turn_ms(queue, barge_ms, rotation_ms)
-    if tell(channels, head, 'F' .. head .. ' ' .. turn) > 0 then
+    if tell(channels, head, 'F', turn) > 0 then
       crown(handoff, head, now, turn, claim_ms)
       return
     end
@@ -177,7 +135,7 @@ end
 -- The lock became free (released, or given up by a grantee): pass it on as `mode` says.
 local function pass_on(lock, fence, queue, handoff, channels, window, mode, barge_ms, rotation_ms)
   if mode == 'G' then
-    grant(lock, fence, queue, channels, window, nil)
+    grant_lock(lock, fence, queue, channels, window, nil)
   elseif mode == 'B' then
     barge(lock, fence, queue, handoff, channels, window, barge_ms, rotation_ms)
   else

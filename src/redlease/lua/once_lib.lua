@@ -1,5 +1,6 @@
--- once_lib.lua: helpers prepended to every Once script, after lock_lib.lua (now_ms, the
--- server's clock for every deadline of a Once; next_fence). See _core/once.py for the keys.
+-- once_lib.lua: the run record of a Once, after common_lib.lua (whose now_ms is the clock of
+-- every deadline of a Once, and next_fence its fencing counter). See _core/once.py for the keys.
+-- Provides: ours, running. Loaded by: _core/once.py (every once_* script).
 --
 -- The run hash: state (running | done | failed), token, fence (the last run's), start, end,
 -- until (when the name is free again, server ms), every (ms), host, pid. It never expires;

@@ -8,7 +8,7 @@
 -- ARGV[4] host   who runs it (shown by inspect)
 -- ARGV[5] pid    its process id
 -- Returns {1, fence, now}  started; fence = this run's fencing token (strictly increasing,
---                          at least the server's time in us: lock_lib.lua's next_fence)
+--                          at least the server's time in us: common_lib.lua's next_fence)
 --         {0, ms, now}     a run is in progress; ms = its lease left
 --         {2, ms, now}     a run succeeded less than its period ago; ms until the name is free
 --         {-3, i}          KEYS[i] holds data redlease did not write

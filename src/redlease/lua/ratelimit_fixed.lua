@@ -3,19 +3,13 @@
 -- KEYS[i]  counter  STRING  units used in limit i's current window; PX = time left in it
 -- ARGV[1]  cost     units this hit takes (integer, 1 <= cost <= every limit)
 -- ARGV[2]  consume  "1": hit (count it if every limit allows it); "0": peek (never writes)
+--          (ARGV[1], ARGV[2] and the clock are read by ratelimit_lib.lua, the prelude)
 -- ARGV[3i], ARGV[3i+1], ARGV[3i+2]  limit i: units per window, window ms (the window starts
 --          at the subject's first hit), and an unused slot (the burst of token_bucket)
 -- Returns {server time us, then per limit: allowed (1/0), remaining, retry_after us,
 --          reset_after us}; a limit's "allowed" says whether it alone would pass the hit.
 -- A refused hit is counted by no limit. A counter found without expiry (written by other code,
 -- or a non-atomic INCR whose EXPIRE was lost) gets one now, so it cannot refuse forever.
-local cost, consume = tonumber(ARGV[1]), ARGV[2] == '1'
-local t = redis.call('TIME')
-local reply = {tonumber(t[1]) * 1000000 + tonumber(t[2])}
-local function answer(allowed, remaining, retry_us, reset_us)
-  local n = #reply
-  reply[n + 1], reply[n + 2], reply[n + 3], reply[n + 4] = allowed, remaining, retry_us, reset_us
-end
 
 local used, left, pass = {}, {}, true
 for i, key in ipairs(KEYS) do

@@ -4,21 +4,14 @@
 --                           the subject is fully reset; PX = until then
 -- ARGV[1]  cost     units this hit takes (integer, 1 <= cost <= every limit)
 -- ARGV[2]  consume  "1": hit (record it if every limit allows it); "0": peek (never writes)
+--          (ARGV[1], ARGV[2] and the clock are read by ratelimit_lib.lua, the prelude)
 -- ARGV[3i], ARGV[3i+1], ARGV[3i+2]  limit i: burst and units per window, window ms (one
 --          unit comes back every window / limit), and an unused slot
 -- Returns {server time us, then per limit: allowed (1/0), remaining, retry_after us,
 --          reset_after us}; a limit's "allowed" says whether it alone would pass the hit.
 -- A hit of cost c passes limit i when tat + c * interval - now <= window (interval = window /
 -- limit); a hit every limit passes moves each tat there. A refused hit changes nothing.
-local cost, consume = tonumber(ARGV[1]), ARGV[2] == '1'
 local SLACK = 1  -- us: absorbs floating-point rounding at an exact boundary
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local reply = {now}
-local function answer(allowed, remaining, retry_us, reset_us)
-  local n = #reply
-  reply[n + 1], reply[n + 2], reply[n + 3], reply[n + 4] = allowed, remaining, retry_us, reset_us
-end
 
 local tats, pass = {}, true
 for i, key in ipairs(KEYS) do

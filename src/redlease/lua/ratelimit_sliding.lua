@@ -5,6 +5,7 @@
 --                         PX = until window w + 1 ends (then neither count matters)
 -- ARGV[1]  cost     units this hit takes (integer, 1 <= cost <= every limit)
 -- ARGV[2]  consume  "1": hit (count it if every limit allows it); "0": peek (never writes)
+--          (ARGV[1], ARGV[2] and the clock are read by ratelimit_lib.lua, the prelude)
 -- ARGV[3i], ARGV[3i+1], ARGV[3i+2]  limit i: units per window, window ms, and an unused slot
 -- Returns {server time us, then per limit: allowed (1/0), remaining, retry_after us,
 --          reset_after us}; a limit's "allowed" says whether it alone would pass the hit.
@@ -12,15 +13,7 @@
 -- passed in the last `window` are estimated as p * (1 - f) + c (the previous window's hits
 -- taken as evenly spread); a hit of cost k passes when that plus k is at most the limit.
 -- A refused hit is counted by no limit.
-local cost, consume = tonumber(ARGV[1]), ARGV[2] == '1'
 local SLACK = 1e-9  -- units: absorbs floating-point rounding at an exact boundary
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local reply = {now}
-local function answer(allowed, remaining, retry_us, reset_us)
-  local n = #reply
-  reply[n + 1], reply[n + 2], reply[n + 3], reply[n + 4] = allowed, remaining, retry_us, reset_us
-end
 
 local states, pass = {}, true
 for i, key in ipairs(KEYS) do

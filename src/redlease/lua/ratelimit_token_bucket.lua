@@ -4,21 +4,14 @@
 --                         PX = until it is full again
 -- ARGV[1]  cost     tokens this hit takes (integer, 1 <= cost <= every burst)
 -- ARGV[2]  consume  "1": hit (take them if every bucket has enough); "0": peek (never writes)
+--          (ARGV[1], ARGV[2] and the clock are read by ratelimit_lib.lua, the prelude)
 -- ARGV[3i], ARGV[3i+1], ARGV[3i+2]  limit i: tokens refilled per window, window ms, and the
 --          burst (the bucket's size; a new or expired bucket is full)
 -- Returns {server time us, then per limit: allowed (1/0), remaining, retry_after us,
 --          reset_after us}; a limit's "allowed" says whether it alone would pass the hit.
 -- A hit passes when every bucket holds `cost` tokens; then each loses them. A refused hit
 -- takes nothing.
-local cost, consume = tonumber(ARGV[1]), ARGV[2] == '1'
 local SLACK = 1e-9  -- tokens: absorbs floating-point rounding at an exact refill
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local reply = {now}
-local function answer(allowed, remaining, retry_us, reset_us)
-  local n = #reply
-  reply[n + 1], reply[n + 2], reply[n + 3], reply[n + 4] = allowed, remaining, retry_us, reset_us
-end
 
 local levels, pass = {}, true
 for i, key in ipairs(KEYS) do

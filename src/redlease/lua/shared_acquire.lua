@@ -43,7 +43,7 @@ end
 if over ~= '' then
   local score = redis.call('ZSCORE', S.holders, over)
   if score and tonumber(score) > now then
-    return reply({1, grant(S, token, want, lease, now, value)})
+    return reply({1, grant_units(S, token, want, lease, now, value)})
   end
 end
 
@@ -51,7 +51,7 @@ local queued = redis.call('ZSCORE', S.queue, token)
 if queued and want ~= 1 then redis.call('HSET', S.units, token, want) end
 local mine, used, whole, blocked = walk(S, cap, now, window, queued and token or nil)
 if mine or (not queued and whole and used + want <= cap) then
-  return reply({1, grant(S, token, want, lease, now, value)})
+  return reply({1, grant_units(S, token, want, lease, now, value)})
 end
 if join and not queued then
   redis.call('ZADD', S.queue, now_us(), token)

@@ -1,7 +1,9 @@
 -- shared_lib.lua: a resource of `capacity` units shared by leased holders, with a FIFO queue of
--- waiters that each ask for some units (prepended after lock_lib.lua, whose now_us and tell it
--- uses). Semaphore (1 unit per permit), ReadWriteLock (a reader asks 1 unit, a writer all of
--- them) and Election (capacity 1) are built on it.
+-- waiters that each ask for some units, after common_lib.lua. Semaphore (1 unit per permit),
+-- ReadWriteLock (a reader asks 1 unit, a writer all of them) and Election (capacity 1) are
+-- built on it.
+-- Provides: shared_keys, purge, walk, capacity, keep, grant_units, refusal, notify, forget,
+-- units_of, held_units. Loaded by: _core/shared.py, semaphore.py, election.py, breakglass.py.
 --
 -- The key layout (all keys share the hash tag {name}: one Redis Cluster slot):
 --   holders   ZSET    holder token -> end of its lease (server ms)
@@ -32,7 +34,7 @@ end
 -- Tell every watcher that the holders changed.
 local function notify(S)
   for _, t in ipairs(redis.call('ZRANGE', S.watchers, 0, -1)) do
-    tell(S.channels, t, 'H' .. t .. ' 0')
+    tell(S.channels, t, 'H', 0)
   end
 end
 
@@ -81,7 +83,7 @@ local function walk(S, cap, now, window, me)
     if n + u > cap then
       -- A reservation that no longer fits (the capacity was lowered) is withdrawn.
       if reserved then redis.call('ZREM', S.granted, t) end
-      if woke then tell(S.channels, t, 'N' .. t .. ' ' .. window) end
+      if woke then tell(S.channels, t, 'N', window) end
       return mine, n, false, t
     end
     n = n + u
@@ -89,7 +91,7 @@ local function walk(S, cap, now, window, me)
       mine = true
     elseif not reserved then
       redis.call('ZADD', S.granted, now + window, t)
-      tell(S.channels, t, 'H' .. t .. ' ' .. window)
+      tell(S.channels, t, 'H', window)
       woke = true
     end
   end
@@ -102,7 +104,7 @@ local function keep(key, ms)
 end
 
 -- Make `token` a holder of `want` units for `lease` ms; its fencing token.
-local function grant(S, token, want, lease, now, value)
+local function grant_units(S, token, want, lease, now, value)
   redis.call('ZREM', S.queue, token)
   redis.call('ZREM', S.granted, token)
   redis.call('ZADD', S.holders, now + lease, token)
@@ -135,10 +137,6 @@ local function refusal(S, now, checker)
   first = redis.call('ZRANGE', S.holders, 0, 0, 'WITHSCORES')[2]
   if first then return {0, math.max(tonumber(first) - now, 1)} end
   return {0, -1}
-end
-
-local function now_ms()
-  return math.floor(now_us() / 1000)
 end
 
 -- The standard KEYS of the shared scripts, in order.

@@ -4,7 +4,7 @@
 -- ARGV[2i - 1]  our token in KEYS[i]
 -- ARGV[2i]      new remaining lease in ms
 -- Returns an array: 1 where renewed, 0 where the lease ran out or was released (lost)
-local now = math.floor(now_us() / 1000)
+local now = now_ms()
 local renewed = {}
 for i, key in ipairs(KEYS) do
   local score = redis.call('ZSCORE', key, ARGV[2 * i - 1])
