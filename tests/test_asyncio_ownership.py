@@ -126,3 +126,30 @@ async def test_rlock_reentry_is_per_task_and_release_from_any_task(
     assert not await lock.locked()
     with pytest.raises(redlease.LockNotOwned, match="does not hold"):
         await lock.release()
+
+
+async def test_tasks_sharing_a_read_handle_each_release_their_own_share(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    """Two tasks read through one handle; the first to leave gives back its own share, not
+    the other's: it holds nothing after, so asking for the write lock is plain contention."""
+    rw = redlease.ReadWriteLock(async_client, "shared-read", ttl=5.0)
+    first_in, second_in, first_out = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def first() -> bool:
+        async with rw.read:
+            first_in.set()
+            await second_in.wait()
+        first_out.set()
+        return await rw.write.acquire(timeout=0)  # the second still reads: False, no error
+
+    async def second() -> None:
+        await first_in.wait()
+        async with rw.read:
+            second_in.set()
+            await first_out.wait()
+
+    wrote, _ = await asyncio.gather(first(), second())
+    assert wrote is False
+    assert await rw.write.acquire(timeout=5)  # every share given back
+    await rw.write.release()

@@ -99,7 +99,7 @@ class AsyncShared:
         Sync: the calling thread's; asyncio: the handle's, on this event loop. Never a forked
         parent's."""
         stack = self._held.get(AsyncBackground.holder())
-        return stack[-1] if stack else None
+        return stack[_latest(stack)] if stack else None
 
     @property
     def fence(self) -> int | None:
@@ -249,7 +249,7 @@ class AsyncShared:
             raise self._errors.not_owned(
                 f"cannot {action} {self._errors.what} {self.name!r}: {why}", name=self.name
             )
-        holding = stack.pop()
+        holding = stack.pop(_latest(stack))
         if not stack:
             del self._held[holder]
         if not self._runtime().renewer.release(holding):
@@ -315,3 +315,13 @@ class AsyncShared:
             f"{self._errors.what} {self.name!r} was lost before release: its lease ran out",
             name=self.name,
         )
+
+
+def _latest(stack: list[Holding]) -> int:
+    """Where the caller's latest acquisition is in ``stack``: its own task's (thread's) if it
+    has one, else the latest (asyncio: any task of the loop may release a held handle)."""
+    owner = AsyncBackground.owner()
+    for index in range(len(stack) - 1, -1, -1):
+        if stack[index].owner is owner:
+            return index
+    return len(stack) - 1

@@ -100,7 +100,7 @@ class Shared:
         Sync: the calling thread's; asyncio: the handle's, on this event loop. Never a forked
         parent's."""
         stack = self._held.get(Background.holder())
-        return stack[-1] if stack else None
+        return stack[_latest(stack)] if stack else None
 
     @property
     def fence(self) -> int | None:
@@ -250,7 +250,7 @@ class Shared:
             raise self._errors.not_owned(
                 f"cannot {action} {self._errors.what} {self.name!r}: {why}", name=self.name
             )
-        holding = stack.pop()
+        holding = stack.pop(_latest(stack))
         if not stack:
             del self._held[holder]
         if not self._runtime().renewer.release(holding):
@@ -316,3 +316,13 @@ class Shared:
             f"{self._errors.what} {self.name!r} was lost before release: its lease ran out",
             name=self.name,
         )
+
+
+def _latest(stack: list[Holding]) -> int:
+    """Where the caller's latest acquisition is in ``stack``: its own task's (thread's) if it
+    has one, else the latest (asyncio: any task of the loop may release a held handle)."""
+    owner = Background.owner()
+    for index in range(len(stack) - 1, -1, -1):
+        if stack[index].owner is owner:
+            return index
+    return len(stack) - 1
