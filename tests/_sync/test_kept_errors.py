@@ -50,19 +50,25 @@ def kill_pubsub(client: Any) -> int:
 
 
 def dropped_after_pubsub_kill(
-    client: Any, name: str, *, keep_frames: bool = False, kill: Any = kill_pubsub
+    client: Any,
+    name: str,
+    *,
+    keep_frames: bool = False,
+    kill: Any = kill_pubsub,
+    ttl: float = TTL,
 ) -> tuple[bool, bool]:
     """A waiter reads the hub when ``CLIENT KILL TYPE pubsub`` breaks it, gets the lock when
     the holder releases, and drops its handle without release. Returns whether the handle is
     still alive after a collection, and whether the lease ended within its ttl from then.
-    ``keep_frames``: the waiter keeps a traceback of its own frame (a deliberate leak)."""
-    holder = redlease.Lock(client, name, ttl=TTL)
+    ``keep_frames``: the waiter keeps a traceback of its own frame (a deliberate leak).
+    The twins, which need every renewal to land, take a longer ``ttl`` (a loaded CI)."""
+    holder = redlease.Lock(client, name, ttl=ttl)
     assert holder.acquire()
     handles: list[weakref.ref[Any]] = []
     kept: list[BaseException] = []
 
     def waiter() -> bool:
-        lock = redlease.Lock(client, name, ttl=TTL)
+        lock = redlease.Lock(client, name, ttl=ttl)
         handles.append(weakref.ref(lock))
         got = lock.acquire(timeout=10)
         if keep_frames:
@@ -89,7 +95,7 @@ def dropped_after_pubsub_kill(
         return not client.exists(lock_key(name))
 
     # Renewed last at most a third of the ttl ago: ends within the ttl, with slack.
-    gone = wait_until(ended, limit=TTL + 1.5)
+    gone = wait_until(ended, limit=ttl + 1.5)
     kept.clear()
     return alive, gone
 
@@ -108,7 +114,9 @@ def test_twin_a_kept_traceback_keeps_the_handle_and_its_lease(
 ) -> None:
     """The check above detects a leak: with a traceback of the waiter's frame kept, the
     dropped handle lives on and its lease is renewed past its ttl."""
-    alive, gone = dropped_after_pubsub_kill(client, "kept:twin", keep_frames=True)
+    alive, gone = dropped_after_pubsub_kill(
+        client, "kept:twin", keep_frames=True, ttl=3.0
+    )
     assert alive
     assert not gone
     redlease.close(client)
@@ -122,7 +130,7 @@ def test_twin_the_hub_keeping_the_error_itself_leaks_the_handle(
     if Tasks.ASYNC:
         pytest.skip("asyncio: the reader task's frames hold no handle")
     monkeypatch.setattr(hub_module, "kept", lambda exc, fallback=None: exc)
-    alive, gone = dropped_after_pubsub_kill(client, "kept:old")
+    alive, gone = dropped_after_pubsub_kill(client, "kept:old", ttl=3.0)
     assert alive
     assert not gone
     redlease.close(client)
