@@ -8,22 +8,27 @@ from contextlib import contextmanager
 from typing import Any
 
 import redis
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
 
 from redlease._core.scripts import Script
 from tests.lua.conftest import CHANNELS
 
 MODEL_SETTINGS = settings(
-    max_examples=40,
-    stateful_step_count=25,
+    max_examples=100,
+    stateful_step_count=30,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 """A bounded run of one machine: a second or two on a loaded 2-core machine."""
 
-TWIN_SETTINGS = settings(MODEL_SETTINGS, max_examples=200, report_multiple_bugs=False)
-"""A twin's run: long enough to find the planted bug, which stops it early."""
+TWIN_SETTINGS = settings(MODEL_SETTINGS, max_examples=300, phases=[Phase.generate])
+"""A twin's run: long enough to find the planted bug, which stops it (no shrinking)."""
+
+
+LOST = st.sampled_from([False, False, False, True])
+"""Whether a step's reply is lost (the script ran; its caller never reads the reply)."""
 
 
 def variant(script: Script, old: str, new: str) -> Script:

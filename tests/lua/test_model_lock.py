@@ -31,6 +31,7 @@ from redlease._core.lock import ACQUIRE, CLAIM, EXTEND, LEAVE, RELEASE, RENEW, L
 from redlease._core.scripts import Script
 from tests.lua.conftest import CHANNELS
 from tests.lua.model_support import (
+    LOST,
     MODEL_SETTINGS,
     TWIN_SETTINGS,
     Runner,
@@ -111,7 +112,7 @@ class LockMachine(RuleBasedStateMachine):
         return data.draw(st.sampled_from(fits))
 
     @some(IDLE)
-    @rule(data=st.data(), join=st.booleans(), lost=st.booleans())
+    @rule(data=st.data(), join=st.booleans(), lost=LOST)
     def acquire(self, data: st.DataObject, join: bool, lost: bool) -> None:
         i = self._pick(data, IDLE)
         actor = self.actors[i]
@@ -169,7 +170,7 @@ class LockMachine(RuleBasedStateMachine):
             actor.state = HOLDING
 
     @some(WAITING, HOLDING, UNKNOWN)
-    @rule(data=st.data(), lost=st.booleans())
+    @rule(data=st.data(), lost=LOST)
     def release(self, data: st.DataObject, lost: bool) -> None:
         self._release(self.actors[self._pick(data, WAITING, HOLDING, UNKNOWN)], lost)
 
