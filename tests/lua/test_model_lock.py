@@ -1,4 +1,4 @@
-"""A stateful model of the fair lock's scripts (mode "G": ``Lock``), on a real server.
+"""A stateful model of the lock's scripts (``Lock``: fair "G" and barging "B"), on a real server.
 
 Hypothesis interleaves acquire (joining the queue or not), retry, claim, release, renew,
 extend, leave, expiry of the lease (1 ms left, on the server's clock) and lost replies (a
@@ -6,9 +6,10 @@ script that ran but whose reply the caller never read, undone later by leave, as
 does). A small pure model predicts every reply and the server's state after each step:
 the lock's holder, the FIFO queue. Checked at every step: at most one caller holds the lock
 and it is the server's holder; every fence is larger than all issued before; a release or
-leave with waiters queued grants the lock to the first of them (every process listens);
-renew, extend, claim and release with a released or expired token change nothing and say
-so. The twin runs the same machine on a release that does not compare the token.
+leave with waiters queued grants the lock to the first of them (fair; every process
+listens) or wakes it (barging); renew, extend, claim and release with a released or expired
+token change nothing and say so. The twins run the same machines on a release that does
+not compare the token, and on one that tells no waiter.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ def some(*states: str) -> Any:
 class LockMachine(RuleBasedStateMachine):
     client: redis.Redis
     release_script: Script = RELEASE
+    mode = b"G"
 
     def __init__(self) -> None:
         super().__init__()
@@ -83,14 +85,24 @@ class LockMachine(RuleBasedStateMachine):
         self.dead: list[bytes] = []  # tokens released, expired or given up
         self.issued = 0
 
-    # The scripts, with the ARGV the Lock shell sends (fair mode "G").
+    # The scripts, with the ARGV the Lock shell sends (its mode; a barging head's turn is
+    # longer than any run, so a barging release only ever wakes the head).
     def _acquire(self, token: bytes, join: bool) -> list[int]:
-        args = [token, LEASE, int(join), WINDOW, CHANNELS, b"", b"G"]
+        args = [token, LEASE, int(join), WINDOW, CHANNELS, b"", self.mode]
         return [int(x) for x in self.run(ACQUIRE, KEYS.in_order(), args)]
 
     def _pass(self, script: Script, token: bytes) -> int:
         keys = [KEYS.lock, KEYS.queue, KEYS.handoff, KEYS.fence]
-        return int(self.run(script, keys, [token, WINDOW, CHANNELS, b"G", 0, b"1", 0]))
+        return int(self.run(script, keys, [token, WINDOW, CHANNELS, self.mode, LEASE, b"1", 0]))
+
+    def _pass_on(self) -> None:
+        """After the lock became free: fair, the head is granted it; barging, the head is
+        woken and crowned (its turn at the head starts), the lock stays free."""
+        if self.mode == b"G":
+            self._grant_head()
+        elif self.model.queue:
+            record = self.client.get(KEYS.handoff) or b""
+            assert record.startswith(self.model.queue[0] + b" "), (record, self.model)
 
     def _new_fence(self, fence: int) -> None:
         assert fence > self.fence, f"fence {fence} after {self.fence}"
@@ -100,6 +112,8 @@ class LockMachine(RuleBasedStateMachine):
         """The model of lock_lib's grant: the head (all listen) gets the lock, a new fence."""
         if self.model.queue:
             self.model.owner = self.model.queue.pop(0)
+            owner = self.client.get(KEYS.lock)
+            assert owner == self.model.owner, f"{self.model.owner!r} not granted: {owner!r}"
             self._new_fence(int(self.client.get(KEYS.fence) or 0))
 
     def _actor_of(self, token: bytes) -> Actor | None:
@@ -131,15 +145,15 @@ class LockMachine(RuleBasedStateMachine):
         fresh = regrant = False
         if m.owner == token:
             regrant = True  # granted, not heard: the next attempt claims it
-        elif m.owner is None and head in (None, token):
-            fresh = True
+        elif m.owner is None and (self.mode == b"B" or head in (None, token)):
+            fresh = True  # barging: whoever comes while it is free takes it
         reply = self._acquire(token, join)
         if m.owner is None and not fresh and head not in (None, token):
             self._grant_head()
         if fresh:
             m.owner = token
-            if head == token:
-                m.queue.pop(0)
+            if token in m.queue:
+                m.queue.remove(token)
         elif not regrant and join and token not in m.queue:
             m.queue.append(token)
         if lost:
@@ -183,7 +197,9 @@ class LockMachine(RuleBasedStateMachine):
             m.queue.remove(token)
         if was_owner:
             m.owner = None
-            self._grant_head()
+            self._pass_on()
+        elif self.mode == b"B" and leave and was_queued and m.owner is None:
+            self._pass_on()  # a barging waiter that leaves a free lock wakes the next one
         if not lost:
             assert replied == int(was_owner or (leave and was_queued)), (replied, token, m)
         actor.state = IDLE
@@ -260,8 +276,15 @@ def run_machine(client: redis.Redis, machine: type[LockMachine], settings: Any) 
         run_state_machine_as_test(Draining, settings=settings)
 
 
-def test_the_fair_lock_scripts_follow_the_model(client: redis.Redis) -> None:
-    run_machine(client, LockMachine, MODEL_SETTINGS)
+class BargingMachine(LockMachine):
+    """The same machine in barging mode ("B": ``Lock(fair=False)``)."""
+
+    mode = b"B"
+
+
+@pytest.mark.parametrize("machine", [LockMachine, BargingMachine], ids=["fair", "barging"])
+def test_the_lock_scripts_follow_the_model(client: redis.Redis, machine: type[LockMachine]) -> None:
+    run_machine(client, machine, MODEL_SETTINGS)
 
 
 class TokenBlindRelease(LockMachine):
@@ -274,6 +297,39 @@ class TokenBlindRelease(LockMachine):
     )
 
 
-def test_twin_a_release_that_ignores_the_token_is_caught(client: redis.Redis) -> None:
+class TokenBlindBargingRelease(TokenBlindRelease):
+    mode = b"B"
+
+
+@pytest.mark.parametrize(
+    "machine", [TokenBlindRelease, TokenBlindBargingRelease], ids=["fair", "barging"]
+)
+def test_twin_a_release_that_ignores_the_token_is_caught(
+    client: redis.Redis, machine: type[LockMachine]
+) -> None:
     with pytest.raises(AssertionError):
-        run_machine(client, TokenBlindRelease, TWIN_SETTINGS)
+        run_machine(client, machine, TWIN_SETTINGS)
+
+
+SILENT = variant(
+    RELEASE,
+    "pass_on(lock, fence, queue, handoff, channels, window, ARGV[4] or 'R', barge_ms, rotation_ms)",
+    "",
+)
+"""release.lua that frees the lock and tells no waiter: the queue waits for nothing."""
+
+
+class SilentRelease(LockMachine):
+    release_script = SILENT
+
+
+class SilentBargingRelease(BargingMachine):
+    release_script = SILENT
+
+
+@pytest.mark.parametrize("machine", [SilentRelease, SilentBargingRelease], ids=["fair", "barging"])
+def test_twin_a_release_that_tells_no_waiter_is_caught(
+    client: redis.Redis, machine: type[LockMachine]
+) -> None:
+    with pytest.raises(AssertionError):
+        run_machine(client, machine, TWIN_SETTINGS)
