@@ -8,7 +8,7 @@ reservations. Checked at every step: the holders' units never pass the capacity 
 ``permits`` holders; one writer or any readers); every fence is larger than all issued
 before; every queued waiter that fits (in FIFO order) is reserved, that is woken; renew and
 release with a released or expired token change nothing and say so. The twins run the same
-machines on an acquire that ignores the capacity.
+machines on an acquire that ignores the capacity, and on a release that wakes no waiter.
 """
 
 from __future__ import annotations
@@ -90,6 +90,7 @@ class SharedMachine(RuleBasedStateMachine):
     kind = "semaphore"
     stored = 1  # the Semaphore stores its permits; the ReadWriteLock passes its capacity
     acquire_script: Script = ACQUIRE
+    release_script: Script = RELEASE
 
     def __init__(self) -> None:
         super().__init__()
@@ -185,7 +186,8 @@ class SharedMachine(RuleBasedStateMachine):
             assert lost or left == queued, (left, token, self.model)
             self.model.walk(self.cap, None)
         if actor.state in (HOLDING, UNKNOWN):
-            released = int(self.run(RELEASE, self.keys.in_order(), self._queue_args(token)))
+            args = self._queue_args(token)
+            released = int(self.run(self.release_script, self.keys.in_order(), args))
             held = self.model.holders.pop(token, None) is not None
             assert lost or released == held, (released, token, self.model)
             self.model.walk(self.cap, None)
@@ -208,7 +210,7 @@ class SharedMachine(RuleBasedStateMachine):
         token = data.draw(st.sampled_from(self.dead))
         if release:
             args = self._queue_args(token)
-            assert int(self.run(RELEASE, self.keys.in_order(), args)) == 0
+            assert int(self.run(self.release_script, self.keys.in_order(), args)) == 0
             self.model.walk(self.cap, None)  # a release walks the queue all the same
             self.purged = True
         else:
@@ -292,6 +294,20 @@ class BlindRWLock(RWLockMachine):
     acquire_script = BLIND
 
 
+SILENT = variant(
+    RELEASE, "walk(S, capacity(S, tonumber(ARGV[4]), ARGV[5] == '1'), now, window, nil)", ""
+)
+"""shared_release.lua that frees the units and wakes no waiter."""
+
+
+class SilentSemaphore(SharedMachine):
+    release_script = SILENT
+
+
+class SilentRWLock(RWLockMachine):
+    release_script = SILENT
+
+
 def run_machine(client: redis.Redis, machine: type[SharedMachine], settings: Any) -> None:
     machine.client = client
     run_state_machine_as_test(machine, settings=settings)
@@ -306,6 +322,14 @@ def test_the_shared_scripts_follow_the_model(
 
 @pytest.mark.parametrize("machine", [BlindSemaphore, BlindRWLock], ids=["semaphore", "rwlock"])
 def test_twin_an_acquire_that_ignores_the_capacity_is_caught(
+    client: redis.Redis, machine: type[SharedMachine]
+) -> None:
+    with pytest.raises(AssertionError):
+        run_machine(client, machine, TWIN_SETTINGS)
+
+
+@pytest.mark.parametrize("machine", [SilentSemaphore, SilentRWLock], ids=["semaphore", "rwlock"])
+def test_twin_a_release_that_wakes_no_waiter_is_caught(
     client: redis.Redis, machine: type[SharedMachine]
 ) -> None:
     with pytest.raises(AssertionError):
