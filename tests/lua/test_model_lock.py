@@ -14,6 +14,7 @@ not compare the token, and on one that tells no waiter.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,7 @@ KEYS = LockKeys.build("model", b"lock")
 LEASE = WINDOW = 60_000  # ms: nothing runs out but what a step lets run out
 ACTORS = 3
 PROCESSES = [b"p%d" % i for i in range(ACTORS)]
+Rule = Callable[..., None]
 IDLE, WAITING, HOLDING, UNKNOWN = "idle", "waiting", "holding", "unknown"
 
 
@@ -65,9 +67,12 @@ class Model:
     queue: list[bytes] = field(default_factory=list)  # FIFO
 
 
-def some(*states: str) -> Any:
+def some(*states: str) -> Callable[[Rule], Rule]:
     """A rule's precondition: some actor is in one of ``states``."""
-    return precondition(lambda self: any(a.state in states for a in self.actors))
+    found: Callable[[Rule], Rule] = precondition(
+        lambda self: any(a.state in states for a in self.actors)
+    )
+    return found
 
 
 class LockMachine(RuleBasedStateMachine):
@@ -102,7 +107,10 @@ class LockMachine(RuleBasedStateMachine):
             self._grant_head()
         elif self.model.queue:
             record = self.client.get(KEYS.handoff) or b""
-            assert record.startswith(self.model.queue[0] + b" "), (record, self.model)
+            assert isinstance(record, bytes) and record.startswith(self.model.queue[0] + b" "), (
+                record,
+                self.model,
+            )
 
     def _new_fence(self, fence: int) -> None:
         assert fence > self.fence, f"fence {fence} after {self.fence}"

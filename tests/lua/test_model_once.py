@@ -11,6 +11,7 @@ same machine on a finish that does not compare the token.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,7 @@ pytestmark = pytest.mark.timeout(120)
 KEYS = OnceKeys.build("model", b"once")
 LEASE = EVERY = 60_000  # ms: nothing runs out but what a step lets run out
 ACTORS = 3
+Rule = Callable[..., None]
 IDLE, RUNNING, UNKNOWN = "idle", "running", "unknown"
 
 
@@ -55,9 +57,12 @@ class Model:
         return self.state == b"running" and self.live and self.token == token
 
 
-def some(*states: str) -> Any:
+def some(*states: str) -> Callable[[Rule], Rule]:
     """A rule's precondition: some actor is in one of ``states``."""
-    return precondition(lambda self: any(a.state in states for a in self.actors))
+    found: Callable[[Rule], Rule] = precondition(
+        lambda self: any(a.state in states for a in self.actors)
+    )
+    return found
 
 
 class OnceMachine(RuleBasedStateMachine):

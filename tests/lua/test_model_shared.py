@@ -13,6 +13,7 @@ machines on an acquire that ignores the capacity, and on a release that wakes no
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,7 @@ from tests.lua.model_support import LOST, MODEL_SETTINGS, TWIN_SETTINGS, Runner,
 pytestmark = pytest.mark.timeout(120)
 LEASE = WINDOW = 60_000  # ms: nothing runs out but what a step lets run out
 ACTORS = 4
+Rule = Callable[..., None]
 IDLE, WAITING, HOLDING, UNKNOWN = "idle", "waiting", "holding", "unknown"
 
 
@@ -80,9 +82,12 @@ class Model:
         return False
 
 
-def some(*states: str) -> Any:
+def some(*states: str) -> Callable[[Rule], Rule]:
     """A rule's precondition: some actor is in one of ``states``."""
-    return precondition(lambda self: any(a.state in states for a in self.actors))
+    found: Callable[[Rule], Rule] = precondition(
+        lambda self: any(a.state in states for a in self.actors)
+    )
+    return found
 
 
 class SharedMachine(RuleBasedStateMachine):
@@ -274,7 +279,7 @@ class RWLockMachine(SharedMachine):
         return st.sampled_from([1, EVERYTHING])
 
     @initialize()
-    def capacity(self) -> None:  # type: ignore[override]
+    def capacity(self) -> None:
         self.cap = EVERYTHING
 
 
