@@ -19,10 +19,10 @@ from redlease.server import RedisServer
 
 SEED = int(os.environ.get("REDLEASE_IDIOMS_SEED") or random.randrange(2**32))
 RUN = 4.0  # seconds of mixed traffic per part
-TTL = 2.0  # the leases of the locks under the exclusion check
+TTL = 3.0  # the leases of the locks under the exclusion check
 DROP_TTL = 1.0  # the leases of the handles dropped without release
 SLACK = 1.5  # a loaded machine's allowance on top of a lease
-SLOW = 2.5  # seconds the slow on_lost blocks: longer than TTL
+SLOW = 3.5  # seconds the slow on_lost blocks: longer than TTL
 KINDS = ("lock", "rlock", "semaphore", "read", "write")
 LIMIT = {"lock": 1, "rlock": 1, "semaphore": 2, "read": 1000, "write": 1}
 

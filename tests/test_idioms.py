@@ -400,7 +400,7 @@ def sync_victim(client: Any, checker: redis.Redis, end: float, tally: Tally) -> 
 
     def slow_on_lost() -> None:
         told.set()
-        time.sleep(SLOW)  # blocks: with it on the watchdog, the TTL=2 s locks were lost
+        time.sleep(SLOW)  # blocks: with it on the watchdog, the TTL locks would be lost
 
     name = f"idioms:{SEED}:threads:victim"
     victim = redlease.Lock(client, name, ttl=1.0, on_lost=slow_on_lost)

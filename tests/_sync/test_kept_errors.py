@@ -38,6 +38,7 @@ from tests.support import Tasks
 pytestmark = pytest.mark.timeout(60)
 
 TTL = 1.0
+REDLOCK_TTL = 2.0  # renewed in rounds with a dead and a hung server: room for a loaded CI
 
 
 def lock_key(name: str) -> bytes:
@@ -56,19 +57,21 @@ def dropped_after_pubsub_kill(
     keep_frames: bool = False,
     kill: Any = kill_pubsub,
     ttl: float = TTL,
+    handoff: float = 0.25,
 ) -> tuple[bool, bool]:
     """A waiter reads the hub when ``CLIENT KILL TYPE pubsub`` breaks it, gets the lock when
     the holder releases, and drops its handle without release. Returns whether the handle is
     still alive after a collection, and whether the lease ended within its ttl from then.
     ``keep_frames``: the waiter keeps a traceback of its own frame (a deliberate leak).
-    The twins, which need every renewal to land, take a longer ``ttl`` (a loaded CI)."""
+    The twins, which need the grant and every renewal to land, take a longer ``ttl`` and
+    ``handoff`` (a loaded CI)."""
     holder = redlease.Lock(client, name, ttl=ttl)
     assert holder.acquire()
     handles: list[weakref.ref[Any]] = []
     kept: list[BaseException] = []
 
     def waiter() -> bool:
-        lock = redlease.Lock(client, name, ttl=ttl)
+        lock = redlease.Lock(client, name, ttl=ttl, handoff=handoff)
         handles.append(weakref.ref(lock))
         got = lock.acquire(timeout=10)
         if keep_frames:
@@ -115,7 +118,7 @@ def test_twin_a_kept_traceback_keeps_the_handle_and_its_lease(
     """The check above detects a leak: with a traceback of the waiter's frame kept, the
     dropped handle lives on and its lease is renewed past its ttl."""
     alive, gone = dropped_after_pubsub_kill(
-        client, "kept:twin", keep_frames=True, ttl=3.0
+        client, "kept:twin", keep_frames=True, ttl=3.0, handoff=1.0
     )
     assert alive
     assert not gone
@@ -130,7 +133,9 @@ def test_twin_the_hub_keeping_the_error_itself_leaks_the_handle(
     if Tasks.ASYNC:
         pytest.skip("asyncio: the reader task's frames hold no handle")
     monkeypatch.setattr(hub_module, "kept", lambda exc, fallback=None: exc)
-    alive, gone = dropped_after_pubsub_kill(client, "kept:old", ttl=3.0)
+    alive, gone = dropped_after_pubsub_kill(
+        client, "kept:old", ttl=3.0, handoff=1.0
+    )
     assert alive
     assert not gone
     redlease.close(client)
@@ -311,7 +316,7 @@ def redlock_dropped(clients: list[Any], servers: list[RedisServer]) -> tuple[boo
     replies) is dropped without release, the cycle collector off (nothing may rely on it).
     Returns whether the handle died, and whether its leases ended within the ttl on the
     servers that answer."""
-    lock = redlease.Redlock(clients, "kept:redlock", ttl=TTL)
+    lock = redlease.Redlock(clients, "kept:redlock", ttl=REDLOCK_TTL)
     assert lock.acquire()
     servers[0].kill()
     servers[1].pause()
@@ -319,7 +324,7 @@ def redlock_dropped(clients: list[Any], servers: list[RedisServer]) -> tuple[boo
     gc.collect()
     gc.disable()
     try:
-        Tasks.sleep(TTL)  # renewal rounds, each with an error and a late reply
+        Tasks.sleep(REDLOCK_TTL)  # rounds, each with an error and a late reply
         assert lock.owned()  # the majority renews it
         handle = weakref.ref(lock)
         del lock
@@ -335,7 +340,7 @@ def redlock_dropped(clients: list[Any], servers: list[RedisServer]) -> tuple[boo
                     return False
             return True
 
-        return died, wait_until(ended, limit=TTL + 1.5)
+        return died, wait_until(ended, limit=REDLOCK_TTL + 1.5)
     finally:
         if collecting:
             gc.enable()
