@@ -153,7 +153,7 @@ class ClusterBackend(Backend):
             *_cluster_exceptions(self._flavor),
         )
         self.closed = False  # set by redlease.close(): every new call raises ConnectionError
-        self._health = Health()  # what the inherited outage log (_failed) keeps
+        self._health = Health() if root is None else root._health  # for the outage log
         self._timeout = timeout
         self._nodes: dict[tuple[str, int], Backend] = {}  # root only: per node
         self._template: tuple[Any, dict[str, Any]] | None = None  # root only
