@@ -46,6 +46,7 @@ from redis.exceptions import ConnectionError, NoScriptError, RedisError, Respons
 from .. import _observe
 from .._compat import FAST_PACK, Connections, pack_command, private_kwargs
 from .._core import eviction
+from .._core.health import Health
 from .._core.kept import forget_frames
 from .._core.lease import pid
 from .._core.scripts import Script
@@ -169,12 +170,6 @@ def backend_for(client: Any, arg: str = "client") -> Backend:
 MIN_HANDSHAKE = 0.01
 """The least time a handshake is given under :func:`connecting_by`, however late it starts."""
 
-PROBE = 0.5
-"""Seconds after a server was found down before a sync fan-out asks it in turn again (see
-:meth:`Backend.probe`); the pause doubles, up to :data:`PROBE_MAX`, while it keeps not
-answering."""
-PROBE_MAX = 30.0
-
 
 @dataclass
 class Pending:
@@ -224,10 +219,7 @@ class Backend:
         self._socket_timeout = None if value is None else float(value)
         self._deadlines: dict[float, Backend] = {}
         self.closed = False  # set by redlease.close(): every new call raises ConnectionError
-        self._down = False  # the server failed to answer and has not answered since (logged)
-        self._slow = False  # its last fan-out reply was late (see ``timely``)
-        self._probe_at = 0.0  # when a sync fan-out next asks it in turn anyway (``probe``)
-        self._probe_every = PROBE  # and then how long after that (doubling while it fails)
+        self._health: Health = Health() if root is None else root._health  # one per server
         self._policy_read = False  # its maxmemory-policy was read (the first connection)
         # Connections kept between calls (LIFO), checked out of the private pool once: the
         # pool's own checkout (a lock, bookkeeping, observability hooks) costs about as much
@@ -538,7 +530,7 @@ class Backend:
         except (ConnectionError, TimeoutError) as exc:
             self._failed(exc)
             raise
-        if self._root._down:
+        if self._health.down:
             self._root._answered()
         return reply
 
@@ -570,8 +562,7 @@ class Backend:
         """Whether the server did not answer when last asked, and has not answered in time
         since: it failed at the connection level (a connection refused or broken, a handshake
         timed out), or its last fan-out reply was late."""
-        root = self._root
-        return root._down or root._slow or root.closed
+        return self._health.hung() or self._root.closed
 
     def cold(self) -> bool:
         """Whether a call here would open a connection first, on a server not known to be
@@ -585,35 +576,20 @@ class Backend:
 
     def probe(self) -> bool:
         """Whether a sync fan-out should probe this :meth:`hung` server, with no connection
-        open, that a round did without: :data:`PROBE` seconds after it last failed to
-        answer, then at doubling intervals while it does not, so that a server that hung for
-        a while is not left out of every round after it recovered, its queues and locks going
-        stale while the others carry on. The probe opens a connection off the round's path,
-        its handshake bounded by the deadline. (A late server with a connection open is
-        asked in turn anyway: a loaded machine is late.)"""
-        root = self._root
-        now = time.monotonic()
-        if now < root._probe_at:
-            return False
-        root._probe_every = min(2 * root._probe_every, PROBE_MAX)  # still not answering
-        root._probe_at = now + root._probe_every
-        return True
+        open, that a round did without (back-off: :class:`~redlease._core.health.Health`), so
+        that a server that recovered is not left out of every round, its queues and locks
+        going stale. The probe opens a connection off the round's path. (A late server with
+        a connection open is asked in turn anyway: a loaded machine is late.)"""
+        return self._health.probe(time.monotonic())
 
     def timely(self, answered: bool) -> None:
         """A fan-out's word on this server's reply: in time, or late (then new connections
         get no grace until a reply comes in time again, and a sync fan-out probes it if its
         connection is given up on: see :meth:`probe`)."""
-        if not answered:
-            self._unanswered()
-        self._root._slow = not answered
-
-    def _unanswered(self) -> None:
-        """The server did not answer (in time): a sync fan-out probes it no sooner than the
-        probe interval from now (:data:`PROBE` if it was answering until now)."""
-        root = self._root
-        if not root.hung():
-            root._probe_every = PROBE
-        root._probe_at = max(root._probe_at, time.monotonic() + root._probe_every)
+        if answered:
+            self._health.on_time()
+        else:
+            self._health.late(time.monotonic())
 
     def warm(self) -> None:
         """Open a connection and keep it for the next call, within the connect timeout
@@ -691,9 +667,7 @@ class Backend:
         root = self._root
         if not isinstance(exc, (ConnectionError, TimeoutError)) or root.closed:
             return exc
-        self._unanswered()
-        if not root._down:
-            root._down = True
+        if self._health.failed(time.monotonic()):
             record(
                 logging.WARNING,
                 "server_unavailable",
@@ -749,8 +723,7 @@ class Backend:
 
     def _answered(self) -> None:
         """The server answered: log it if it had stopped answering."""
-        if self._down:
-            self._down = False
+        if self._health.answered():
             record(
                 logging.INFO,
                 "server_available",

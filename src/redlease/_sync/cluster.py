@@ -57,6 +57,7 @@ from redis.exceptions import (
 
 from .._core import renewals
 from .._core.cluster import check_one_slot, sharded_pubsub_refusal
+from .._core.health import Health
 from .._core.kept import forget_frames, kept
 from .._core.lease import Holding
 from .._core.scripts import Script
@@ -152,7 +153,7 @@ class ClusterBackend(Backend):
             *_cluster_exceptions(self._flavor),
         )
         self.closed = False  # set by redlease.close(): every new call raises ConnectionError
-        self._down = False
+        self._health = Health() if root is None else root._health  # for the outage log
         self._timeout = timeout
         self._nodes: dict[tuple[str, int], Backend] = {}  # root only: per node
         self._template: tuple[Any, dict[str, Any]] | None = None  # root only
