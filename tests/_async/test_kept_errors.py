@@ -23,10 +23,11 @@ from redis.exceptions import ConnectionError
 import redlease.asyncio as redlease
 from redlease import _fanout as fanout_module
 from redlease import metrics
-from redlease._async import cluster as cluster_module
+from redlease._async import cluster_pubsub
 from redlease._async import hub as hub_module
 from redlease._async import redlock as redlock_module
-from redlease._async.cluster import AsyncClusterBackend, _NodeSubscriptions, _ShardedSubscription
+from redlease._async.cluster import AsyncClusterBackend
+from redlease._async.cluster_pubsub import _NodeSubscriptions, _ShardedSubscription
 from redlease._async.runtime import runtime_for
 from redlease._core.lock import LockKeys
 from redlease.server import RedisServer
@@ -225,7 +226,7 @@ async def test_twin_handing_on_the_error_itself_keeps_its_frames(
     cluster: RedisClusterServers, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The check above catches subscriptions handed the error as caught."""
-    monkeypatch.setattr(cluster_module, "kept", lambda exc, fallback=None: exc)
+    monkeypatch.setattr(cluster_pubsub, "kept", lambda exc, fallback=None: exc)
     died, items = await broken_shared_subscription(cluster)
     assert not died
     assert items[0] is items[1] and items[0].__traceback__ is not None

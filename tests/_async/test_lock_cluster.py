@@ -19,7 +19,8 @@ import pytest
 import redis.asyncio
 
 import redlease.asyncio as redlease
-from redlease._async import cluster as adapter
+from redlease._async import cluster_renewal
+from redlease._async.cluster import AsyncClusterBackend
 from redlease._async.runtime import runtime_for
 from redlease._core.lease import process_id
 from redlease.topology import RedisClusterServers, key_slot
@@ -178,7 +179,7 @@ async def test_renewals_take_one_round_trip_per_node_per_tick(
 ) -> None:
     """60 locks in 60 slots on 3 masters: each watchdog tick writes one pipeline per node."""
     ticks: list[tuple[int, int]] = []  # (holdings renewed, pipelines written) per tick
-    real_renew, real_send = adapter.AsyncClusterRenewal.renew, adapter._Batch.send
+    real_renew, real_send = cluster_renewal.AsyncClusterRenewal.renew, cluster_renewal._Batch.send
     sends: list[int] = []
 
     async def send(node: Any, script: Any, calls: Any) -> Any:
@@ -191,8 +192,8 @@ async def test_renewals_take_one_round_trip_per_node_per_tick(
         ticks.append((len(due), len(sends) - before))
         return result
 
-    monkeypatch.setattr(adapter._Batch, "send", staticmethod(send))
-    monkeypatch.setattr(adapter.AsyncClusterRenewal, "renew", renew)
+    monkeypatch.setattr(cluster_renewal._Batch, "send", staticmethod(send))
+    monkeypatch.setattr(cluster_renewal.AsyncClusterRenewal, "renew", renew)
     locks = [redlease.Lock(async_client, f"tick:{i}", ttl=1.5) for i in range(60)]
     for lock in locks:
         assert await lock.acquire(blocking=False)
@@ -216,7 +217,7 @@ async def test_a_stale_map_of_slots_is_followed_by_scripts_and_subscriptions(
     owner = cluster.master_of(slot)
     wrong = next(srv for srv in cluster.masters if srv is not owner)
     backend = runtime_for(async_client).backend
-    assert isinstance(backend, adapter.AsyncClusterBackend)
+    assert isinstance(backend, AsyncClusterBackend)
 
     lock = redlease.Lock(async_client, name)
     await lock.inspect()  # the map of slots is known now

@@ -24,10 +24,11 @@ from redis.exceptions import ConnectionError
 import redlease as redlease
 from redlease import _fanout as fanout_module
 from redlease import metrics
-from redlease._sync import cluster as cluster_module
+from redlease._sync import cluster_pubsub
 from redlease._sync import hub as hub_module
 from redlease._sync import redlock as redlock_module
-from redlease._sync.cluster import ClusterBackend, _NodeSubscriptions, _ShardedSubscription
+from redlease._sync.cluster import ClusterBackend
+from redlease._sync.cluster_pubsub import _NodeSubscriptions, _ShardedSubscription
 from redlease._sync.runtime import runtime_for
 from redlease._core.lock import LockKeys
 from redlease.server import RedisServer
@@ -226,7 +227,7 @@ def test_twin_handing_on_the_error_itself_keeps_its_frames(
     cluster: RedisClusterServers, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The check above catches subscriptions handed the error as caught."""
-    monkeypatch.setattr(cluster_module, "kept", lambda exc, fallback=None: exc)
+    monkeypatch.setattr(cluster_pubsub, "kept", lambda exc, fallback=None: exc)
     died, items = broken_shared_subscription(cluster)
     assert not died
     assert items[0] is items[1] and items[0].__traceback__ is not None

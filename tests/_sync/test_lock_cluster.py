@@ -20,7 +20,8 @@ import pytest
 import redis
 
 import redlease as redlease
-from redlease._sync import cluster as adapter
+from redlease._sync import cluster_renewal
+from redlease._sync.cluster import ClusterBackend
 from redlease._sync.runtime import runtime_for
 from redlease._core.lease import process_id
 from redlease.topology import RedisClusterServers, key_slot
@@ -179,7 +180,7 @@ def test_renewals_take_one_round_trip_per_node_per_tick(
 ) -> None:
     """60 locks in 60 slots on 3 masters: each watchdog tick writes one pipeline per node."""
     ticks: list[tuple[int, int]] = []  # (holdings renewed, pipelines written) per tick
-    real_renew, real_send = adapter.ClusterRenewal.renew, adapter._Batch.send
+    real_renew, real_send = cluster_renewal.ClusterRenewal.renew, cluster_renewal._Batch.send
     sends: list[int] = []
 
     def send(node: Any, script: Any, calls: Any) -> Any:
@@ -192,8 +193,8 @@ def test_renewals_take_one_round_trip_per_node_per_tick(
         ticks.append((len(due), len(sends) - before))
         return result
 
-    monkeypatch.setattr(adapter._Batch, "send", staticmethod(send))
-    monkeypatch.setattr(adapter.ClusterRenewal, "renew", renew)
+    monkeypatch.setattr(cluster_renewal._Batch, "send", staticmethod(send))
+    monkeypatch.setattr(cluster_renewal.ClusterRenewal, "renew", renew)
     locks = [redlease.Lock(client, f"tick:{i}", ttl=1.5) for i in range(60)]
     for lock in locks:
         assert lock.acquire(blocking=False)
@@ -217,7 +218,7 @@ def test_a_stale_map_of_slots_is_followed_by_scripts_and_subscriptions(
     owner = cluster.master_of(slot)
     wrong = next(srv for srv in cluster.masters if srv is not owner)
     backend = runtime_for(client).backend
-    assert isinstance(backend, adapter.ClusterBackend)
+    assert isinstance(backend, ClusterBackend)
 
     lock = redlease.Lock(client, name)
     lock.inspect()  # the map of slots is known now

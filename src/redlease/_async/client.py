@@ -1,4 +1,4 @@
-"""The client interface: everything redlease asks of Redis goes through an :class:`AsyncBackend`.
+"""One server: the server interface (``server.py``) over a redis-py/valkey-py client.
 
 A backend wraps the client the user hands in (redis-py or valkey-py; a standalone server or a
 Sentinel master) and offers the few things the primitives need, in the spirit of redsync's
@@ -19,21 +19,20 @@ timeouts) with client-side retries turned off. Errors are redis-py's exception c
 for valkey-py clients (translated, with the original chained), so that the primitives handle
 one family of errors.
 
-Only this module knows what a client object looks like; the Redis Cluster adapter is a second
-class with the same methods, in ``cluster.py``.
+Only this module knows what a client object looks like; the Redis Cluster adapter
+(``cluster.py``) implements the same interface with one backend of this module per node.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import functools
 import logging
 import sys
 import time
 import weakref
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,8 +50,20 @@ from .._core.lease import pid
 from .._core.scripts import Script
 from .._core.validate import CLIENT_APIS
 from .._logging import record
+from .server import Pending, connect_deadline, connecting_by
+from .server_renewal import AsyncServerRenewal
 
-__all__ = ["AsyncBackend", "Pending", "backend_for", "check_client", "connecting_by"]
+__all__ = [
+    "AsyncBackend",
+    "Flavor",
+    "Pending",
+    "check_client",
+    "cluster_flavor",
+    "connecting_by",
+    "redis_flavor",
+    "standalone_backend",
+    "translate",
+]
 
 KEPT = 8
 """The most idle connections a backend keeps between calls (more go back to its pool)."""
@@ -71,7 +82,7 @@ the connection is dropped here, so that a Sentinel client's next one asks for th
 
 
 @dataclass(frozen=True)
-class _Flavor:
+class Flavor:
     """The classes of one client library (redis-py or valkey-py) that a backend needs."""
 
     library: str
@@ -83,20 +94,20 @@ class _Flavor:
     connect_func: str  # the connection's keyword for its handshake callback
 
 
-def _flavor(client: Any) -> _Flavor | None:
+def _flavor(client: Any) -> Flavor | None:
     """The library of ``client``, or None when it is not a client this API accepts."""
     if isinstance(client, redis.asyncio.Redis):
-        return _redis_flavor()
+        return redis_flavor()
     valkey = sys.modules.get("valkey.asyncio")  # a valkey client implies valkey is imported
     if valkey is not None and isinstance(client, valkey.Valkey):
         return _valkey_flavor()
     return None
 
 
-def _redis_flavor() -> _Flavor:
+def redis_flavor() -> Flavor:
     from redis.backoff import NoBackoff
 
-    return _Flavor(
+    return Flavor(
         library="redis",
         pool_class=redis.asyncio.ConnectionPool,
         client_class=redis.asyncio.Redis,
@@ -107,13 +118,13 @@ def _redis_flavor() -> _Flavor:
     )
 
 
-def _valkey_flavor() -> _Flavor:
+def _valkey_flavor() -> Flavor:
     import valkey.asyncio  # type: ignore[import-not-found, unused-ignore]
     import valkey.asyncio.retry  # type: ignore[import-not-found, unused-ignore]
     import valkey.exceptions  # type: ignore[import-not-found, unused-ignore]
     from valkey.backoff import NoBackoff  # type: ignore[import-not-found, unused-ignore]
 
-    return _Flavor(
+    return Flavor(
         library="valkey",
         pool_class=valkey.asyncio.ConnectionPool,
         client_class=valkey.asyncio.Valkey,
@@ -124,11 +135,11 @@ def _valkey_flavor() -> _Flavor:
     )
 
 
-def _cluster_flavor(client: Any) -> _Flavor | None:
+def cluster_flavor(client: Any) -> Flavor | None:
     """The library of ``client`` if it is a cluster client (``RedisCluster`` or
     ``ValkeyCluster``), else None."""
     if isinstance(client, redis.asyncio.cluster.RedisCluster):
-        return _redis_flavor()
+        return redis_flavor()
     valkey = sys.modules.get("valkey.asyncio.cluster")  # a cluster client implies the import
     if valkey is not None and isinstance(client, valkey.ValkeyCluster):
         return _valkey_flavor()
@@ -138,7 +149,7 @@ def _cluster_flavor(client: Any) -> _Flavor | None:
 def check_client(client: Any, arg: str = "client", *, cluster: bool = True) -> None:
     """Refuse a client this API cannot use (a sync client here, or anything else; a Redis
     Cluster client too unless ``cluster``)."""
-    if _cluster_flavor(client) is not None:
+    if cluster_flavor(client) is not None:
         if cluster:
             return
         raise TypeError(
@@ -152,13 +163,9 @@ def check_client(client: Any, arg: str = "client", *, cluster: bool = True) -> N
         )
 
 
-def backend_for(client: Any, arg: str = "client") -> AsyncBackend:
-    """A new backend for ``client`` (checked as :func:`check_client` does)."""
-    cluster = _cluster_flavor(client)
-    if cluster is not None:
-        from .cluster import AsyncClusterBackend  # it builds on this module
-
-        return AsyncClusterBackend(client, flavor=cluster)
+def standalone_backend(client: Any, arg: str = "client") -> AsyncBackend:
+    """A new backend for ``client``, the client of one server (checked as
+    :func:`check_client` does; a cluster client: see ``runtime.backend_for``)."""
     flavor = _flavor(client)
     if flavor is None:
         check_client(client, arg)
@@ -168,22 +175,6 @@ def backend_for(client: Any, arg: str = "client") -> AsyncBackend:
 
 MIN_HANDSHAKE = 0.01
 """The least time a handshake is given under :func:`connecting_by`, however late it starts."""
-
-
-@dataclass
-class Pending:
-    """A script sent on a connection whose reply has not been read yet."""
-
-    conn: Any
-    script: Script
-    keys: Sequence[bytes]
-    args: Sequence[Any]
-    sent_at: float
-    answered: bool = False  # its reply was read (set before the connection is given back)
-    owed: int = 0  # replies of scripts sent behind it on its connection (see ``follow``)
-    before: int = 0  # replies of earlier calls on its connection to read first (``behind``)
-    # of those, the scripts sent with EVAL: once their replies are read, the server has them
-    evaled: tuple[Script, ...] = ()
 
 
 class AsyncBackend:
@@ -203,7 +194,7 @@ class AsyncBackend:
     def __init__(
         self,
         client: Any,
-        flavor: _Flavor,
+        flavor: Flavor,
         timeout: float | None = None,
         root: AsyncBackend | None = None,
     ) -> None:
@@ -620,6 +611,43 @@ class AsyncBackend:
         finally:
             await self._pool.release(conn)
 
+    # -- one connection, used directly (the Cluster adapter's per-node commands) ------------
+    async def checkout(self) -> Any:
+        """A connection for a command of the caller's: give it back with :meth:`release`,
+        or :meth:`discard` it if a reply may still be on its way."""
+        with self._translated():
+            return await self._checkout()
+
+    async def read(self, conn: Any, since: float, timeout: float | None) -> Any:
+        """The next reply on ``conn``, within ``timeout`` seconds of ``since``."""
+        return await self._read(conn, since, timeout)
+
+    async def release(self, conn: Any) -> None:
+        """Give back to the pool a connection whose replies were all read."""
+        await self._pool.release(conn)
+
+    async def discard(self, conn: Any) -> None:
+        """Close a connection that may be out of sync, and give it back to the pool."""
+        await self._discard(conn)
+
+    def translated(self) -> AbstractContextManager[None]:
+        """Within the block: the client library's errors as redis-py's, outages logged."""
+        return self._translated()
+
+    @property
+    def foreign_errors(self) -> tuple[type[BaseException], ...]:
+        """The client library's own exception classes (``()`` for redis-py)."""
+        return self._foreign
+
+    def library_pubsub(self) -> Any:
+        """The client library's PubSub on a private connection (its errors not translated)."""
+        self._refuse_if_closed()
+        return self._flavor.client_class(connection_pool=self._private_pool(None)).pubsub()
+
+    def renewal(self) -> AsyncServerRenewal:
+        """How the watchdog renews holdings on this server."""
+        return AsyncServerRenewal(self)
+
     # -- pub/sub and identity ---------------------------------------------------------------
     def pubsub(self) -> Any:
         """A new pub/sub object on a private connection (never retried by the client)."""
@@ -750,24 +778,6 @@ def _forget_kept(kept: list[tuple[Any, float]]) -> None:
     kept.clear()
 
 
-_CONNECT_BY: contextvars.ContextVar[float | None] = contextvars.ContextVar(
-    "redlease_connect_by", default=None
-)
-
-
-@contextmanager
-def connecting_by(deadline: float) -> Iterator[None]:
-    """Within the block (this thread, or this task and the tasks it starts), a connection
-    opened for a call has its handshake answered by ``deadline`` (monotonic clock), whatever
-    the socket timeout: the watchdog's renewals, which are worth nothing once the leases
-    they renew have ended. (The TCP connect itself keeps its connect timeout.)"""
-    token = _CONNECT_BY.set(deadline)
-    try:
-        yield
-    finally:
-        _CONNECT_BY.reset(token)
-
-
 async def _handshake(root: Any, inner: Any, deadline: float | None, conn: Any) -> None:
     """``redis_connect_func`` of the private pools' connections: the handshake, then, on the
     first connection to the server, its maxmemory-policy (:meth:`AsyncBackend._read_policy`).
@@ -780,7 +790,7 @@ async def _handshake(root: Any, inner: Any, deadline: float | None, conn: Any) -
     limit = conn.socket_timeout
     if deadline is not None and backend is not None and backend._graced():
         limit = conn.socket_connect_timeout
-    by = _CONNECT_BY.get()
+    by = connect_deadline()
     if by is not None:
         left = max(by - time.monotonic(), MIN_HANDSHAKE)
         limit = left if limit is None else min(limit, left)

@@ -1,4 +1,4 @@
-"""The Redis Cluster adapter: the client interface of ``client.py`` over a ``RedisCluster``.
+"""The Redis Cluster adapter: the server interface (``server.py``) over a ``RedisCluster``.
 
 Every redlease script touches the keys of one primitive, all in one slot (the ``{name}`` hash
 tag, see :mod:`redlease._core.keys`). :class:`AsyncClusterBackend` runs each script on the
@@ -17,58 +17,44 @@ What a cluster adds:
 * **Wake-ups that follow the shard.** ``sharded`` is True: the lock scripts tell waiters with
   ``SPUBLISH`` on a channel in the lock's own slot (``redlease:waiters:{<name>}:<process id>``),
   and :meth:`AsyncClusterBackend.pubsub` subscribes with ``SSUBSCRIBE`` on the node owning
-  that slot, on the one private connection the client keeps to that node for the channels of
-  every lock it waits on there (:class:`_NodeSubscriptions`), not one connection per waited
-  lock. Nothing is broadcast to every node. When the slot
-  moves (the node says ``sunsubscribe``) or the node dies, the subscription reports a broken
-  connection: the waiter hub wakes every waiter to try again and subscribes anew, on the new
-  owner. redis-py's own cluster pub/sub is not used: it borrows the nodes' pools (which retry)
-  and its asyncio form arrived only in redis-py 8.
+  that slot (``cluster_pubsub.py``). Nothing is broadcast to every node.
 * **Redis >= 7.0.** Each master is asked its version (``INFO server``) once, before its first
   script: an older one is refused with :class:`ClusterTooOld` naming the requirement, instead
   of scripts failing on ``SPUBLISH`` and waiters on ``SSUBSCRIBE``.
-* **Renewals by node.** :class:`AsyncClusterRenewal` splits a watchdog batch by slot (a
-  renewal script may touch one slot only) and sends each node's calls together, pipelined on
-  one connection: one round trip per node per tick, whatever the number of locks.
+* **Renewals by node.** :meth:`AsyncClusterBackend.renewal` splits a watchdog batch by slot
+  and pipelines each node's calls on one connection (``cluster_renewal.py``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
-from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from redis.crc import key_slot
 from redis.exceptions import (
     AskError,
     ConnectionError,
     MovedError,
-    NoScriptError,
     RedisClusterException,
     RedisError,
     ResponseError,
     TimeoutError,
 )
 
-from .._core import renewals
 from .._core.cluster import check_one_slot, sharded_pubsub_refusal
-from .._core.health import Health
-from .._core.kept import forget_frames, kept
-from .._core.lease import Holding
 from .._core.scripts import Script
-from .._synchronization import AsyncBackground, AsyncEvent, AsyncMutex, ProcessLock
-from .client import AsyncBackend, Pending, _Flavor, _redis_flavor, connecting_by, translate
-from .hub import TICK
-from .renewer import MIN_WAIT
+from .._synchronization import ProcessLock
+from .client import AsyncBackend, Flavor, cluster_flavor, redis_flavor, translate
+from .cluster_pubsub import ShardedSubscriptions, new_subscription
+from .cluster_renewal import AsyncClusterRenewal
+from .server import Pending
 
-__all__ = ["AsyncClusterBackend", "AsyncClusterRenewal", "ClusterTooOld"]
+__all__ = ["AsyncClusterBackend", "AsyncClusterRenewal", "ClusterTooOld", "cluster_backend"]
 
 _guard = ProcessLock()
-_E = TypeVar("_E", bound=BaseException)
 
 _DROPPED = (
     "redis_connect_func",
@@ -103,7 +89,7 @@ class ClusterTooOld(ResponseError):
     their ``*Unavailable`` error, whose message names the node, its version and 7.0."""
 
 
-def _cluster_exceptions(flavor: _Flavor) -> tuple[type[BaseException], ...]:
+def _cluster_exceptions(flavor: Flavor) -> tuple[type[BaseException], ...]:
     """The client library's exception for "no map of slots" (valkey-py's own class)."""
     if flavor.library != "valkey":
         return ()
@@ -121,12 +107,17 @@ class ClusterPending(Pending):
     slot: int = 0
 
 
-class AsyncClusterBackend(AsyncBackend):
+def cluster_backend(client: Any) -> AsyncClusterBackend | None:
+    """A new backend for ``client`` if it is a cluster client, else None."""
+    flavor = cluster_flavor(client)
+    return None if flavor is None else AsyncClusterBackend(client, flavor=flavor)
+
+
+class AsyncClusterBackend:
     """A Redis Cluster reached through a redis-py ``RedisCluster`` client.
 
-    It has the methods of :class:`AsyncBackend` (a subclass only so that it goes wherever a
-    backend goes; it shares none of the standalone state): each script runs on the master
-    owning its keys' slot, through one standalone backend per node.
+    It implements the server interface (``server.AsyncServer``): each script runs on the
+    master owning its keys' slot, through one standalone :class:`AsyncBackend` per node.
     """
 
     sharded = True
@@ -137,13 +128,12 @@ class AsyncClusterBackend(AsyncBackend):
         timeout: float | None = None,
         root: AsyncClusterBackend | None = None,
         *,
-        flavor: _Flavor | None = None,
+        flavor: Flavor | None = None,
     ) -> None:
         self.client = client
         self.identity: tuple[str, int] | None = None
         self._croot = root or self
-        self._root = self._croot  # what the inherited _refuse_if_closed() looks at
-        self._flavor = flavor or (root._flavor if root is not None else _redis_flavor())
+        self._flavor: Flavor = flavor or (root._flavor if root is not None else redis_flavor())
         self._foreign = self._flavor.errors  # valkey-py's own errors: translated
         # what the client library raises when no node gives it a map of slots (not a
         # RedisError: said as one)
@@ -152,7 +142,6 @@ class AsyncClusterBackend(AsyncBackend):
             *_cluster_exceptions(self._flavor),
         )
         self.closed = False  # set by redlease.close(): every new call raises ConnectionError
-        self._health = Health() if root is None else root._health  # for the outage log
         self._timeout = timeout
         self._nodes: dict[tuple[str, int], AsyncBackend] = {}  # root only: per node
         self._template: tuple[Any, dict[str, Any]] | None = None  # root only
@@ -164,8 +153,29 @@ class AsyncClusterBackend(AsyncBackend):
         # from its INFO server, asked once before its first script
         self._versions: dict[tuple[str, int], str | None] = {}
         # root only: per master, the one SSUBSCRIBE connection of the waited locks there
-        self._subscriptions: dict[AsyncBackend, _NodeSubscriptions] = {}
+        self._subscriptions = ShardedSubscriptions()
         self._cluster_deadlines: dict[float, AsyncClusterBackend] = {}
+
+    @property
+    def subscriptions(self) -> ShardedSubscriptions:
+        """Per master, the one SSUBSCRIBE connection of the locks waited on there."""
+        return self._croot._subscriptions
+
+    def renewal(self) -> AsyncClusterRenewal:
+        """How the watchdog renews holdings here: split by slot, pipelined per node."""
+        return AsyncClusterRenewal(self)
+
+    def _refuse_if_closed(self) -> None:
+        if self._croot.closed:
+            raise ConnectionError("redlease was closed for this client (redlease.close())")
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        """The cluster client library's errors as redis-py's (the nodes log outages)."""
+        try:
+            yield
+        except self._foreign as exc:  # () for redis-py: nothing to translate
+            raise translate(exc) from exc
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} redis cluster nodes={sorted(self._croot._nodes)}>"
@@ -220,18 +230,17 @@ class AsyncClusterBackend(AsyncBackend):
         """Ask the master at ``address`` (once) whether it has sharded pub/sub (Redis >= 7.0):
         without it, scripts would fail on SPUBLISH and waiters on SSUBSCRIBE."""
         try:
-            with node._translated():
-                conn = await node._checkout()
+            conn = await node.checkout()
         except self._unmapped as exc:
             raise ConnectionError(f"node {address[0]}:{address[1]}: {exc}") from exc
         try:
-            with node._translated():
+            with node.translated():
                 await conn.send_command("INFO", "server")
-            info = await node._read(conn, time.monotonic(), self.socket_timeout)
+            info = await node.read(conn, time.monotonic(), self.socket_timeout)
         except BaseException:
-            await node._discard(conn)
+            await node.discard(conn)
             raise
-        await node._pool.release(conn)
+        await node.release(conn)
         self._croot._versions[address] = sharded_pubsub_refusal(info, f"{address[0]}:{address[1]}")
 
     async def _lookup(self, slot: int) -> tuple[str, int]:
@@ -269,12 +278,13 @@ class AsyncClusterBackend(AsyncBackend):
         pool = self._flavor.pool_class(connection_class=cls, **kwargs)
         return AsyncBackend(self._flavor.client_class(connection_pool=pool), self._flavor)
 
-    def _broken(self) -> None:
+    def mark_stale(self) -> None:
         """A node failed to answer: refresh the map of slots before the next script (the
         slot may have a new owner after a failover)."""
         self._croot._stale = True
 
-    def _moved(self, slot: int, exc: AskError) -> AsyncBackend:
+    def redirected(self, slot: int, exc: AskError) -> AsyncBackend:
+        """The node a MOVED or ASK reply for ``slot`` names (MOVED: its new owner)."""
         target = (exc.host, int(exc.port))
         if isinstance(exc, MovedError):
             self._croot._owners[slot] = target
@@ -300,7 +310,7 @@ class AsyncClusterBackend(AsyncBackend):
         except AskError as exc:
             return await self._redirected(slot, exc, script, keys, args, timeout)
         except (ConnectionError, TimeoutError):
-            self._broken()
+            self.mark_stale()
             raise
 
     async def run_acknowledged(
@@ -320,11 +330,11 @@ class AsyncClusterBackend(AsyncBackend):
             try:
                 return await node.run_acknowledged(script, keys, args, wait, wait_timeout)
             except MovedError as exc:  # did not run (see _redirected): once on the new owner
-                target = self._moved(slot, exc)
-                self._broken()
+                target = self.redirected(slot, exc)
+                self.mark_stale()
                 return await target.run_acknowledged(script, keys, args, wait, wait_timeout)
         except (ConnectionError, TimeoutError):
-            self._broken()
+            self.mark_stale()
             raise
 
     async def _redirected(
@@ -338,14 +348,14 @@ class AsyncClusterBackend(AsyncBackend):
     ) -> Any:
         # MOVED/ASK: the node refused the script before running any of it, so sending it once
         # to the node named is not a hidden retry. A second redirection is raised as is.
-        target = self._moved(slot, exc)
+        target = self.redirected(slot, exc)
         try:
             if isinstance(exc, MovedError):
-                self._broken()  # learn the new map before the next script
+                self.mark_stale()  # learn the new map before the next script
                 return await target.run(script, keys, args, timeout)
             return await _asking(target, script, keys, args, timeout)
         except (ConnectionError, TimeoutError):
-            self._broken()
+            self.mark_stale()
             raise
 
     async def send(
@@ -358,7 +368,7 @@ class AsyncClusterBackend(AsyncBackend):
             node = await self.owner(slot)
             pending = await node.send(script, keys, args, packed)
         except (ConnectionError, TimeoutError):
-            self._broken()
+            self.mark_stale()
             raise
         return ClusterPending(
             pending.conn, script, keys, args, pending.sent_at, node=node, slot=slot
@@ -377,7 +387,7 @@ class AsyncClusterBackend(AsyncBackend):
         try:
             pending = await earlier.node.behind(earlier, script, keys, args, packed)
         except (ConnectionError, TimeoutError):
-            self._broken()
+            self.mark_stale()
             raise
         return ClusterPending(
             pending.conn,
@@ -403,7 +413,7 @@ class AsyncClusterBackend(AsyncBackend):
                 pending.slot, exc, pending.script, pending.keys, pending.args, left
             )
         except (ConnectionError, TimeoutError):
-            self._broken()
+            self.mark_stale()
             raise
 
     async def abandon(self, pending: Pending) -> None:
@@ -415,7 +425,7 @@ class AsyncClusterBackend(AsyncBackend):
     def pubsub(self) -> Any:
         """A sharded subscription (SSUBSCRIBE) on the node owning its channel's slot."""
         self._refuse_if_closed()
-        return _ShardedSubscription(self)
+        return new_subscription(self)
 
     async def identify(self) -> tuple[str, int]:
         """``("cluster:<node id>", 0)``: the id of the node owning slot 0 when first asked."""
@@ -423,16 +433,15 @@ class AsyncClusterBackend(AsyncBackend):
         if root.identity is not None:
             return root.identity
         node = await self.owner(0)
-        with node._translated():
-            conn = await node._checkout()
+        conn = await node.checkout()
         try:
-            with node._translated():
+            with node.translated():
                 await conn.send_command("CLUSTER", "MYID")
-            reply = await node._read(conn, time.monotonic(), self.socket_timeout)
+            reply = await node.read(conn, time.monotonic(), self.socket_timeout)
         except BaseException:
-            await node._discard(conn)
+            await node.discard(conn)
             raise
-        await node._pool.release(conn)
+        await node.release(conn)
         text = reply.decode() if isinstance(reply, bytes) else str(reply)
         root.identity = (f"cluster:{text}", 0)
         return root.identity
@@ -441,10 +450,7 @@ class AsyncClusterBackend(AsyncBackend):
         """Refuse new calls and close the private connections of every node (the user's
         client is left alone)."""
         self._croot.closed = True
-        with _guard:
-            shared = list(self._croot._subscriptions.values())
-        for subscriptions in shared:
-            await subscriptions.aclose(1.0)
+        await self._croot._subscriptions.aclose(1.0)
         for backend in list(self._croot._nodes.values()):
             await backend.aclose()
 
@@ -464,397 +470,23 @@ async def _asking(
     limit = node.socket_timeout
     if timeout is not None and limit is not None:
         timeout = min(timeout, limit)
-    with node._translated():
-        conn = await node._checkout()
+    conn = await node.checkout()
     try:
-        with node._translated():
+        with node.translated():
             await conn.send_packed_command(
                 conn.pack_commands([("ASKING",), ("EVAL", script.source, len(keys), *keys, *args)])
             )
         sent = time.monotonic()
-        await node._read(conn, sent, timeout)  # +OK
-        reply = await node._read(conn, sent, timeout)
+        await node.read(conn, sent, timeout)  # +OK
+        reply = await node.read(conn, sent, timeout)
     except RedisError as exc:
         if isinstance(exc, (ConnectionError, TimeoutError)):
-            await node._discard(conn)
+            await node.discard(conn)
         else:
-            await node._pool.release(conn)
+            await node.release(conn)
         raise
     except BaseException:
-        await node._discard(conn)
+        await node.discard(conn)
         raise
-    await node._pool.release(conn)
+    await node.release(conn)
     return reply
-
-
-class _ShardedSubscription:
-    """The waiter hub's subscription on a cluster: its sharded channel, carried by the one
-    SSUBSCRIBE connection this client keeps to the master owning the channel's slot
-    (:class:`_NodeSubscriptions`), shared with every other lock waited on there.
-
-    It speaks the hub's language: ``smessage`` and ``ssubscribe`` come out as ``message`` and
-    ``subscribe``. A ``sunsubscribe`` the node sends by itself (the slot moved away) raises
-    ``ConnectionError``, as a broken connection does: the hub then wakes every waiter to try
-    again and subscribes anew, on the slot's new owner. A ``MOVED`` answer to the SSUBSCRIBE
-    (our map of slots was stale) is followed once.
-    """
-
-    def __init__(self, backend: AsyncClusterBackend) -> None:
-        self._backend = backend
-        self._channel = b""
-        self._node: Any = None
-        self._inbox: deque[Any] = deque()  # messages and errors the node's reader hands over
-        self._event = AsyncEvent()
-        self._followed = False
-        self._closed = False
-
-    async def subscribe(self, *channels: bytes) -> None:
-        (self._channel,) = channels  # a hub listens on one channel
-        try:
-            await self._subscribe_on(await self._backend.owner(key_slot(self._channel)))
-        except (ConnectionError, TimeoutError):
-            self._backend._broken()
-            raise
-
-    async def _subscribe_on(self, node: AsyncBackend) -> None:
-        self._node = node
-        root = self._backend._croot
-        while True:
-            with _guard:
-                shared = root._subscriptions.get(node)
-                if shared is None or shared.closed:
-                    shared = root._subscriptions[node] = _NodeSubscriptions(root, node)
-            if await shared.add(self):
-                return
-            # it closed meanwhile (its last channel had just left): a fresh one
-
-    def deliver(self, item: Any) -> None:
-        """A message for this channel, or the error that ends it (called by the reader)."""
-        self._inbox.append(item)
-        self._event.set()
-
-    async def get_message(self, timeout: float) -> Any:
-        if self._node is None:
-            raise ConnectionError("not subscribed")
-        if not self._inbox:
-            await self._event.wait(timeout)
-        self._event.clear()
-        if not self._inbox:
-            return None
-        item = self._inbox.popleft()
-        if self._inbox:
-            self._event.set()
-        if isinstance(item, MovedError):  # our map of slots was stale when we subscribed
-            self._backend._broken()
-            if self._followed or self._closed:
-                raise ConnectionError(f"the waiters' channel moved: {item}") from item
-            # A refused SSUBSCRIBE subscribed nothing: subscribing on the node named, once,
-            # repeats nothing (and the hub still waits for the confirmation from there).
-            self._followed = True
-            await self._subscribe_on(self._backend._moved(key_slot(self._channel), item))
-            return None
-        if isinstance(item, BaseException):
-            if isinstance(item, (ConnectionError, TimeoutError)):
-                self._backend._broken()
-            raise item
-        return item
-
-    async def aclose(self) -> None:
-        if self._node is not None and not self._closed:
-            self._closed = True
-            root = self._backend._croot
-            with _guard:
-                shared = root._subscriptions.get(self._node)
-            if shared is not None:
-                await shared.remove(self)
-
-
-class _NodeSubscriptions:
-    """One SSUBSCRIBE connection to one master, carrying the sharded channels of every lock
-    this client waits on whose slot that master owns (not one connection per waited lock).
-
-    A reader (a task, or a thread) reads it and hands each message to the subscription of its
-    channel; it ends, closing the connection, when the last channel has left. A broken
-    connection ends every subscription on it (their hubs subscribe again); a refused
-    SSUBSCRIBE (``MOVED``, ``NOPERM``) ends only the subscription it was for: replies come in
-    the order the commands were sent.
-    """
-
-    def __init__(self, root: AsyncClusterBackend, node: AsyncBackend) -> None:
-        self._root = root
-        self._node = node
-        self._pubsub: Any = node.pubsub()._pubsub
-        self._guard = threading.Lock()
-        self._send = AsyncMutex()  # one command at a time on the shared connection
-        self._subs: dict[bytes, _ShardedSubscription] = {}
-        self._pending: list[bytes] = []  # SSUBSCRIBEs sent, not yet answered, in order
-        self._leaving: set[bytes] = set()  # SUNSUBSCRIBEs sent, not yet answered
-        self._started = False
-        self._reader: AsyncBackground | None = None
-        self.closed = False
-
-    async def add(self, sub: _ShardedSubscription) -> bool:
-        """SSUBSCRIBE ``sub``'s channel here; False if this connection has closed already."""
-        channel = sub._channel
-        with self._guard:
-            if self.closed:
-                return False
-            self._subs[channel] = sub
-            self._pending.append(channel)
-            first, self._started = not self._started, True
-        try:
-            await self._command("SSUBSCRIBE", channel)
-        except RedisError as exc:
-            self._end(exc)
-            raise
-        if first:  # after the first SSUBSCRIBE: a pub/sub with no subscription cannot read
-            self._reader = AsyncBackground(self._read, name="redlease-shards")
-        return True
-
-    async def remove(self, sub: _ShardedSubscription) -> None:
-        """SUNSUBSCRIBE ``sub``'s channel (best effort: the connection may be gone)."""
-        channel = sub._channel
-        with self._guard:
-            if self._subs.get(channel) is not sub or self.closed:
-                return
-            del self._subs[channel]
-            self._leaving.add(channel)
-        with contextlib.suppress(RedisError, OSError):
-            await self._command("SUNSUBSCRIBE", channel)
-
-    async def _command(self, name: str, channel: bytes) -> None:
-        pubsub = self._pubsub
-        await self._send.acquire(None)
-        try:
-            with self._node._translated():
-                method = getattr(pubsub, name.lower(), None)
-                if method is not None:
-                    await method(channel)
-                else:  # valkey-py's asyncio PubSub has neither: its replies parse alike
-                    await pubsub.execute_command(name, channel)
-        finally:
-            self._send.release()
-
-    async def _read(self) -> None:
-        pubsub = self._pubsub
-        while True:
-            with self._guard:
-                if not self._subs and not self._pending:
-                    self.closed = True  # no add() from now on: a new connection instead
-            if self.closed:
-                await self._close()
-                return
-            try:
-                try:
-                    message = await pubsub.get_message(timeout=TICK)
-                except self._node._foreign as exc:  # valkey-py: redis-py's classes
-                    raise translate(exc) from exc
-            except (AskError, ResponseError) as exc:  # a refused SSUBSCRIBE: the oldest one
-                with self._guard:
-                    channel = self._pending.pop(0) if self._pending else None
-                    sub = None if channel is None else self._subs.pop(channel, None)
-                if sub is None:
-                    self._end(exc)
-                    await self._close()
-                    return
-                refusal = exc if isinstance(exc, MovedError) else _refused(exc)
-                sub.deliver(kept(refusal, ConnectionError))
-                continue
-            except Exception as exc:  # broken, or closed under us
-                self._end(exc)
-                await self._close()
-                return
-            if message is not None:
-                self._dispatch(message)
-
-    def _dispatch(self, message: dict[str, Any]) -> None:
-        kind = message["type"]
-        kind = kind.decode() if isinstance(kind, bytes) else kind
-        channel = message["channel"]
-        channel = channel.encode() if isinstance(channel, str) else channel
-        with self._guard:
-            if kind == "ssubscribe":
-                if channel in self._pending:
-                    self._pending.remove(channel)
-                sub = self._subs.get(channel)
-                item: Any = {**message, "type": "subscribe"}
-            elif kind == "smessage":
-                sub = self._subs.get(channel)
-                item = {**message, "type": "message"}
-            elif kind == "sunsubscribe":
-                if channel in self._leaving:  # ours
-                    self._leaving.discard(channel)
-                    return
-                sub = self._subs.pop(channel, None)  # the node gave the slot away
-                item = ConnectionError("the waiters' channel was unsubscribed by the server")
-            else:
-                return
-        if sub is not None:
-            sub.deliver(item)
-
-    def _end(self, exc: BaseException) -> None:
-        """The connection failed: every subscription on it ends with ``exc`` (each with a copy
-        of its own, with no frames: it waits in the inbox until its hub reads it, and is
-        raised there)."""
-        with self._guard:
-            self.closed = True
-            subs, self._subs = list(self._subs.values()), {}
-            self._pending.clear()
-        for sub in subs:
-            sub.deliver(kept(exc, ConnectionError))
-
-    async def _close(self) -> None:
-        with _guard:
-            if self._root._subscriptions.get(self._node) is self:
-                del self._root._subscriptions[self._node]
-        with contextlib.suppress(Exception):
-            await self._pubsub.aclose()
-        with contextlib.suppress(Exception):
-            await self._pubsub.connection_pool.disconnect()
-
-    async def aclose(self, timeout: float | None) -> None:
-        """Close the connection now and end the reader (redlease.close())."""
-        self._end(ConnectionError("redlease was closed for this client (redlease.close())"))
-        reader = self._reader
-        if reader is not None:
-            reader.cancel()
-        await self._close()
-        if reader is not None:
-            await reader.join(timeout)
-
-
-def _without_frames(exc: _E) -> _E:
-    """``exc`` without its traceback (see ``_core/kept.forget_frames``): a reply kept in a
-    local of a frame its traceback passed would hold that frame, and its callers', in a cycle."""
-    forget_frames(exc)
-    return exc
-
-
-def _refused(exc: BaseException) -> BaseException:
-    """A refused SSUBSCRIBE as the hub's reader should see it: ASK (the slot is migrating)
-    as a broken subscription, to be made again; any other refusal (NOPERM) as it is."""
-    if isinstance(exc, AskError):
-        return ConnectionError(f"the waiters' channel is moving: {exc}")
-    return exc
-
-
-@dataclass(frozen=True)
-class AsyncClusterRenewal:
-    """Renews batches of holdings on a cluster: one script call per slot, pipelined per node.
-
-    A renewal script may touch one slot only, so the batch is split by slot; the calls for the
-    slots of one node go out together on one connection, and every node is written to before
-    any is read: one round trip per node per tick.
-    """
-
-    backend: AsyncClusterBackend
-
-    async def renew(self, script: Script, due: list[Holding]) -> list[bool]:
-        """Per holding True (renewed) / False (lost); raises if a node did not answer (the
-        watchdog then tries the whole batch again soon: renewing twice is harmless).
-
-        Bounded by the shortest lease left in the batch, as on one server.
-        """
-        end = min(h.expires_at for h in due)
-        with connecting_by(end):  # a connection opened for it: by the earliest lease end
-            return await self._renew(script, due, end)
-
-    async def _renew(self, script: Script, due: list[Holding], end: float) -> list[bool]:
-        backend = self.backend
-        by_node: dict[int, tuple[AsyncBackend, dict[int, list[int]]]] = {}
-        for i, holding in enumerate(due):
-            slot = key_slot(holding.key)
-            node = await backend.owner(slot)
-            by_node.setdefault(id(node), (node, {}))[1].setdefault(slot, []).append(i)
-        left = max(end - time.monotonic(), MIN_WAIT)
-        result: list[bool] = [False] * len(due)
-        errors: list[Exception] = []
-        sent: list[tuple[_Batch, list[list[int]]]] = []
-        for node, slots in by_node.values():  # write to every node before reading any
-            groups = list(slots.values())
-            calls = [renewals.batch_call([due[i] for i in group]) for group in groups]
-            try:
-                sent.append((await _Batch.send(node, script, calls), groups))
-            except RedisError as exc:
-                errors.append(exc)
-        for batch, groups in sent:
-            replies = await batch.receive(left)
-            for group, reply in zip(groups, replies, strict=True):
-                if isinstance(reply, AskError):  # this slot moved: once on its new owner
-                    keys, args = renewals.batch_call([due[i] for i in group])
-                    try:
-                        reply = await backend.run(script, keys, args, left)
-                    except RedisError as exc:
-                        reply = exc
-                if isinstance(reply, Exception):
-                    errors.append(reply)
-                    continue
-                try:
-                    for i, ok in zip(group, renewals.decode(reply, len(group)), strict=True):
-                        result[i] = ok
-                except ValueError as exc:
-                    errors.append(exc)
-        if errors:
-            for dropped in errors[:-1]:  # not left in a cycle (see kept.py)
-                forget_frames(dropped)
-            failed = errors[-1]
-            if isinstance(failed, (ConnectionError, TimeoutError)):
-                backend._broken()
-            raise failed
-        return result
-
-
-class _Batch:
-    """Script calls pipelined on one connection of one node: written at once, read in turn."""
-
-    def __init__(self, node: AsyncBackend, conn: Any, script: Script, calls: list[Any]) -> None:
-        self.node = node
-        self.conn = conn
-        self.script = script
-        self.calls = calls
-        self.sent_at = time.monotonic()
-
-    @classmethod
-    async def send(
-        cls, node: AsyncBackend, script: Script, calls: list[tuple[list[bytes], list[Any]]]
-    ) -> _Batch:
-        """Write one EVALSHA per call in ``calls`` (KEYS, ARGV) on one connection of ``node``."""
-        with node._translated():
-            conn = await node._checkout()
-        try:
-            with node._translated():
-                await conn.send_packed_command(
-                    conn.pack_commands([("EVALSHA", script.sha, len(k), *k, *a) for k, a in calls])
-                )
-        except BaseException:
-            await node._discard(conn)
-            raise
-        return cls(node, conn, script, calls)
-
-    async def receive(self, timeout: float) -> list[Any]:
-        """Each call's reply, or the error it got (within ``timeout`` of sending).
-
-        A call the node answered NOSCRIPT is sent again with EVAL on the same connection.
-        """
-        node, conn = self.node, self.conn
-        replies: list[Any] = []
-        try:
-            for _ in self.calls:
-                try:
-                    replies.append(await node._read(conn, self.sent_at, timeout))
-                except ResponseError as exc:
-                    replies.append(_without_frames(exc))
-            for i, (keys, args) in enumerate(self.calls):
-                if isinstance(replies[i], NoScriptError):
-                    await conn.send_command("EVAL", self.script.source, len(keys), *keys, *args)
-                    try:
-                        replies[i] = await node._read(conn, self.sent_at, timeout)
-                    except ResponseError as exc:
-                        replies[i] = _without_frames(exc)
-        except BaseException as exc:  # broken or late: the connection is out of sync
-            await node._discard(conn)
-            if not isinstance(exc, RedisError):
-                raise
-            return replies + [_without_frames(exc)] * (len(self.calls) - len(replies))
-        await node._pool.release(conn)
-        return replies

@@ -26,6 +26,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from .._core.bounds import TICK
 from .._core.kept import kept
 from .._core.lease import process_id
 from .._core.scripts import Script
@@ -39,15 +40,12 @@ from .._core.waiters import (
 )
 from .._logging import record
 from .._synchronization import AsyncBackground, AsyncEvent
-from .client import AsyncBackend, Pending
+from .server import AsyncServer, Pending
 
 __all__ = ["AsyncHub", "AsyncUnread"]
 
 MIN_WAIT = 0.05
 """The least time the watchdog gives a claim's reply (see :meth:`AsyncUnread.__call__`)."""
-TICK = 1.0
-"""Longest single blocking read, in seconds: far below redis-py's default socket timeout (5 s),
-whose expiry would make the client reconnect and retry."""
 
 
 class AsyncHub:
@@ -55,7 +53,7 @@ class AsyncHub:
 
     def __init__(
         self,
-        backend: AsyncBackend,
+        backend: AsyncServer,
         *,
         linger: float = 1.0,
         confirm_timeout: float = 5.0,

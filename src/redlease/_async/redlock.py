@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import redis.asyncio
 from redis.exceptions import RedisError
@@ -195,7 +195,8 @@ class AsyncRedlock(AsyncHandle):
         # reads may take ``SLACK`` more (asyncio), so that a late reply is collected (and
         # whatever was sent behind it read), not its connection closed.
         timeout = self.server_timeout + AsyncFanOut.SLACK
-        backends = tuple(rt.backend.with_deadline(timeout) for rt in runtimes)
+        # (one server each: a cluster client was refused in __init__)
+        backends = tuple(cast(AsyncBackend, rt.backend.with_deadline(timeout)) for rt in runtimes)
         renewal = AsyncQuorumRenewal(backends, self.quorum, self._drift_factor, self.server_timeout)
         self._servers = _Servers(runtimes, backends, renewal)
         return self._servers

@@ -16,12 +16,13 @@ from .._core.keys import hash_tag
 from .._core.lease import Holding, process_id
 from .._core.waiters import WAITERS
 from .._synchronization import AsyncAtShutdown, AsyncBackground, ProcessLock
-from .client import AsyncBackend, backend_for
-from .cluster import AsyncClusterBackend, AsyncClusterRenewal
+from .client import standalone_backend
+from .cluster import cluster_backend
 from .hub import AsyncHub
-from .renewer import AsyncRenewer, AsyncServerRenewal
+from .renewer import AsyncRenewer
+from .server import AsyncRenewal, AsyncServer
 
-__all__ = ["AsyncRuntime", "detach", "runtime_for"]
+__all__ = ["AsyncRuntime", "backend_for", "detach", "runtime_for"]
 
 _ATTRIBUTE = "_redlease_runtime"
 _guard = ProcessLock()
@@ -30,15 +31,11 @@ _guard = ProcessLock()
 class AsyncRuntime:
     """The backend, the watchdog, the waiter hub and the holdings of one client."""
 
-    def __init__(self, backend: AsyncBackend) -> None:
+    def __init__(self, backend: AsyncServer) -> None:
         self.scope = AsyncBackground.scope()
         self.backend = backend
         # How holdings on this server (or cluster) are renewed.
-        self.renewal: AsyncServerRenewal | AsyncClusterRenewal = (
-            AsyncClusterRenewal(backend)
-            if isinstance(backend, AsyncClusterBackend)
-            else AsyncServerRenewal(backend)
-        )
+        self.renewal: AsyncRenewal = backend.renewal()
         self.renewer = AsyncRenewer()
         self.hub = AsyncHub(backend)
         # Cluster only: one hub per lock, on a sharded channel in the lock's slot.
@@ -108,6 +105,13 @@ class AsyncRuntime:
                 hub = AsyncHub(self.backend, channel=channels + process_id())
                 self._hubs[channels] = hub
         return hub
+
+
+def backend_for(client: Any, arg: str = "client") -> AsyncServer:
+    """A new backend for ``client``: a Cluster's, or one server's (checked as
+    ``client.check_client`` does)."""
+    backend = cluster_backend(client)
+    return backend if backend is not None else standalone_backend(client, arg)
 
 
 def runtime_for(client: Any) -> AsyncRuntime:

@@ -9,7 +9,13 @@ caller its timeout plus one socket timeout, never two or more.
 
 from __future__ import annotations
 
-__all__ = ["budget", "waited"]
+__all__ = ["MIN_WAIT", "TICK", "budget", "waited"]
+
+TICK = 1.0
+"""Longest single blocking read, in seconds: far below redis-py's default socket timeout (5 s),
+whose expiry would make the client reconnect and retry."""
+MIN_WAIT = 0.05
+"""The least time a renewal is given to answer, even when the lease is nearly over."""
 
 
 def budget(deadline: float | None, socket_timeout: float | None, now: float) -> float | None:

@@ -27,6 +27,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from .._core.bounds import TICK
 from .._core.kept import kept
 from .._core.lease import process_id
 from .._core.scripts import Script
@@ -40,15 +41,12 @@ from .._core.waiters import (
 )
 from .._logging import record
 from .._synchronization import Background, Event
-from .client import Backend, Pending
+from .server import Server, Pending
 
 __all__ = ["Hub", "Unread"]
 
 MIN_WAIT = 0.05
 """The least time the watchdog gives a claim's reply (see :meth:`Unread.__call__`)."""
-TICK = 1.0
-"""Longest single blocking read, in seconds: far below redis-py's default socket timeout (5 s),
-whose expiry would make the client reconnect and retry."""
 
 
 class Hub:
@@ -56,7 +54,7 @@ class Hub:
 
     def __init__(
         self,
-        backend: Backend,
+        backend: Server,
         *,
         linger: float = 1.0,
         confirm_timeout: float = 5.0,

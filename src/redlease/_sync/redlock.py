@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import redis
 from redis.exceptions import RedisError
@@ -196,7 +196,8 @@ class Redlock(Handle):
         # reads may take ``SLACK`` more (asyncio), so that a late reply is collected (and
         # whatever was sent behind it read), not its connection closed.
         timeout = self.server_timeout + FanOut.SLACK
-        backends = tuple(rt.backend.with_deadline(timeout) for rt in runtimes)
+        # (one server each: a cluster client was refused in __init__)
+        backends = tuple(cast(Backend, rt.backend.with_deadline(timeout)) for rt in runtimes)
         renewal = QuorumRenewal(backends, self.quorum, self._drift_factor, self.server_timeout)
         self._servers = _Servers(runtimes, backends, renewal)
         return self._servers

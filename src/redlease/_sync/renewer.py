@@ -8,9 +8,10 @@ script, and a Redlock on its own servers. It marks the holdings it finds gone as
 ``on_lost`` runs off its path: see ``Callbacks``), and exits once nothing has been left to
 renew for ``linger`` seconds, so no thread or task outlives the leases it serves for long.
 
-A renewal target is anything with ``renew(script, holdings)``, which answers per holding
-(renewed or lost) or raises when it cannot tell: :class:`ServerRenewal` here for one
-server, ``QuorumRenewal`` in ``redlock.py`` for a majority of N. Renewals, failures and
+A renewal target is anything with ``renew(script, holdings)`` (``server.Renewal``),
+which answers per holding (renewed or lost) or raises when it cannot tell; each backend names
+its own (``backend.renewal()``: ``server_renewal.py``, ``cluster_renewal.py``), and
+``QuorumRenewal`` in ``redlock.py`` renews on a majority of N. Renewals, failures and
 lost leases are logged and measured through :mod:`redlease._observe`.
 """
 
@@ -20,7 +21,6 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from .. import _observe
@@ -30,14 +30,12 @@ from .._core.lease import Holding
 from .._core.renewals import RenewSchedule
 from .._core.scripts import Script
 from .._synchronization import Background, Callbacks, Event
-from .client import Backend, Pending, connecting_by
+from .server_renewal import ServerRenewal
 
 __all__ = ["Renewer", "ServerRenewal", "forget_frames", "settled"]
 
 RETRY = 0.5
 """Seconds before a renewal that failed (Redis error) is tried again."""
-MIN_WAIT = 0.05
-"""The least time a renewal is given to answer, even when the lease is nearly over."""
 MIN_TICK = 0.005
 """The watchdog's shortest regular tick (see ``Renewer._tick``)."""
 
@@ -237,42 +235,3 @@ def settled(holding: Holding, by: float | None = None) -> None:
     settle = holding.settle
     if settle is not None:
         (settle() if by is None else settle(by))
-
-
-@dataclass(frozen=True)
-class ServerRenewal:
-    """Renews batches of holdings on one server: one round trip per batch, however large.
-
-    A batch of more than :data:`~redlease._core.renewals.CHUNK` holdings goes as several
-    script calls, all sent before any reply is read (so that no single call blocks the server
-    for long, and the batch still costs one round trip).
-    """
-
-    backend: Backend
-
-    def renew(self, script: Script, due: list[Holding]) -> list[bool]:
-        """Per holding True (renewed) / False (lost); raises if the server did not answer.
-
-        Everything is bounded by the earliest lease end in the batch: a new connection's
-        handshake, the sends and the replies. On a hung server, waiting longer (for the
-        socket timeout, e.g. because another caller holds the open connection) would only
-        learn too late that the lease ran out, and tell ``on_lost`` late.
-        """
-        end = min(h.expires_at for h in due)
-        limit = self.backend.socket_timeout  # (a long lease: no longer than any call)
-        pending: list[Pending] = []
-        try:
-            with connecting_by(end):
-                for chunk in renewals.chunks(due):
-                    pending.append(self.backend.send(script, *renewals.batch_call(chunk)))
-            renewed: list[bool] = []
-            for chunk in renewals.chunks(due):  # the replies come in the order sent
-                call = pending.pop(0)
-                left = max(end - call.sent_at, MIN_WAIT)
-                if limit is not None:
-                    left = min(left, limit)
-                renewed += renewals.decode(self.backend.receive(call, left), len(chunk))
-            return renewed
-        finally:
-            for unread in pending:  # an error cut the batch short: close what is unread
-                self.backend.abandon(unread)

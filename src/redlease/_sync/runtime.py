@@ -17,12 +17,13 @@ from .._core.keys import hash_tag
 from .._core.lease import Holding, process_id
 from .._core.waiters import WAITERS
 from .._synchronization import AtShutdown, Background, ProcessLock
-from .client import Backend, backend_for
-from .cluster import ClusterBackend, ClusterRenewal
+from .client import standalone_backend
+from .cluster import cluster_backend
 from .hub import Hub
-from .renewer import Renewer, ServerRenewal
+from .renewer import Renewer
+from .server import Renewal, Server
 
-__all__ = ["Runtime", "detach", "runtime_for"]
+__all__ = ["Runtime", "backend_for", "detach", "runtime_for"]
 
 _ATTRIBUTE = "_redlease_runtime"
 _guard = ProcessLock()
@@ -31,15 +32,11 @@ _guard = ProcessLock()
 class Runtime:
     """The backend, the watchdog, the waiter hub and the holdings of one client."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Server) -> None:
         self.scope = Background.scope()
         self.backend = backend
         # How holdings on this server (or cluster) are renewed.
-        self.renewal: ServerRenewal | ClusterRenewal = (
-            ClusterRenewal(backend)
-            if isinstance(backend, ClusterBackend)
-            else ServerRenewal(backend)
-        )
+        self.renewal: Renewal = backend.renewal()
         self.renewer = Renewer()
         self.hub = Hub(backend)
         # Cluster only: one hub per lock, on a sharded channel in the lock's slot.
@@ -109,6 +106,13 @@ class Runtime:
                 hub = Hub(self.backend, channel=channels + process_id())
                 self._hubs[channels] = hub
         return hub
+
+
+def backend_for(client: Any, arg: str = "client") -> Server:
+    """A new backend for ``client``: a Cluster's, or one server's (checked as
+    ``client.check_client`` does)."""
+    backend = cluster_backend(client)
+    return backend if backend is not None else standalone_backend(client, arg)
 
 
 def runtime_for(client: Any) -> Runtime:
