@@ -4,8 +4,8 @@ Ownership (who may release: the thread that acquired, or any task of the event l
 ``docs/safety.md``, "Who owns a lock"), the local queue of a shared handle, reentrancy,
 the self-deadlock check, the context manager and the error messages live here once.
 :class:`~redlease._async.lock.AsyncLock` and :class:`~redlease._async.redlock.AsyncRedlock`
-add only their conversation with Redis: ``_acquire``, ``_release_remote`` and ``_set_lease``,
-and the runtime whose watchdog renews their holdings (``_runtime``).
+add only their conversation with Redis: ``_acquire``, ``_release_remote`` and ``_set_lease``
+(Redlock also ``_runtime``: the client's runtime, from :class:`AsyncPrimitive`, serves a Lock).
 """
 
 from __future__ import annotations
