@@ -40,3 +40,26 @@ def test_text_that_is_not_utf8_names_the_argument() -> None:
         validate.name("lock\udcff")
     with pytest.raises(ValueError, match="prefix must be valid UTF-8"):
         validate.prefix("app\udcff")
+
+
+def test_lease_options_checks_each_and_names_it() -> None:
+    options = validate.lease_options(2.5, -1, True, None, 0.2, coroutines=False)
+    assert options == validate.LeaseOptions(2500, None, True, None, 200)
+    with pytest.raises(TypeError, match="renew must be a bool"):
+        validate.lease_options(1.0, None, 1, None, 0.2, coroutines=False)
+    with pytest.raises(ValueError, match="ttl"):
+        validate.lease_options(0, None, True, None, 0.2, coroutines=False)
+    with pytest.raises(ValueError, match="timeout"):
+        validate.lease_options(1.0, -2, True, None, 0.2, coroutines=False)
+    with pytest.raises(ValueError, match="handoff"):
+        validate.lease_options(1.0, None, True, None, 0, coroutines=False)
+
+
+def test_wait_limit_blocking_or_not() -> None:
+    assert validate.wait_limit(True, None, 5.0, given=False) == 5.0
+    assert validate.wait_limit(True, 2, 5.0, given=True) == 2.0
+    assert validate.wait_limit(True, -1, 5.0, given=True) is None
+    assert validate.wait_limit(False, None, 5.0, given=False) == 0.0
+    assert validate.wait_limit(False, -1, 5.0, given=True) == 0.0
+    with pytest.raises(ValueError, match="timeout must not be given when blocking is False"):
+        validate.wait_limit(False, 1, 5.0, given=True)

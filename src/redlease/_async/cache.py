@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Any, Generic, ParamSpec, TypeVar
 
 import redis.asyncio
-from redis.exceptions import RedisError
 
 from .. import _observe
 from .._core import cache as core
@@ -19,7 +18,7 @@ from .._synchronization import AsyncBackground, ProcessLock
 from ..errors import LockLost, LockUnavailable
 from .client import check_client
 from .lock import AsyncLock
-from .runtime import runtime_for
+from .primitive import AsyncPrimitive
 
 __all__ = ["AsyncCached"]
 
@@ -27,13 +26,15 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-class AsyncCached(Generic[_P, _R]):
+class AsyncCached(AsyncPrimitive, Generic[_P, _R]):
     """A function whose results are cached in Redis, computed once per key at a time.
 
     Made by ``redlease.cached(client, ttl=...)``; call it as the function. ``invalidate(*args,
     **kwargs)`` drops the value of those arguments; ``key_for(*args, **kwargs)`` is its cache
     name. Redis failures raise :class:`~redlease.LockUnavailable` with the cause chained.
     """
+
+    _unavailable_error = LockUnavailable
 
     def __init__(
         self,
@@ -180,14 +181,8 @@ class AsyncCached(Generic[_P, _R]):
     async def _read(self, key: bytes) -> core.Lookup:
         return core.decode_read(await self._run(core.READ, [key], [], "read"))
 
-    async def _run(self, script: Any, keys: list[bytes], args: list[Any], action: str) -> Any:
-        try:
-            return await runtime_for(self._client).backend.run(script, keys, args)
-        except RedisError as exc:
-            raise LockUnavailable(
-                f"could not {action} cached {self._label}: Redis failed: {exc}",
-                name=self._label,
-            ) from exc
+    def _subject(self) -> tuple[str, Any]:
+        return f"cached {self._label}", self._label
 
     def _loads(self, data: bytes | None) -> _R:
         result: _R = self._serializer.loads(data or b"")

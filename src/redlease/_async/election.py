@@ -6,7 +6,6 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 import redis.asyncio
-from redis.exceptions import RedisError
 
 from .._core import shared, validate
 from .._core.breakglass import ForceReleased
@@ -23,7 +22,6 @@ from .._core.lease import new_token
 from .._core.waiters import Outcome
 from ..errors import ElectionUnavailable, LeadershipLost, NotLeader
 from .shared import AsyncShared, Errors
-from .waiting import wait_turn
 
 __all__ = ["AsyncElection"]
 
@@ -49,7 +47,9 @@ class AsyncElection(AsyncShared):
     watchdog runs again: only the term protects the data it writes meanwhile.
     """
 
-    _errors = Errors(ElectionUnavailable, NotLeader, LeadershipLost, "election")
+    _unavailable_error = ElectionUnavailable
+    _what = "election"
+    _errors = Errors(NotLeader, LeadershipLost)
 
     def __init__(
         self,
@@ -183,40 +183,22 @@ class AsyncElection(AsyncShared):
     async def _watch(
         self, known: int, seen: int, deadline: float | None
     ) -> tuple[Leader | None, int] | None:
-        runtime = self._runtime()
         token = new_token()
         keep = 3 * self._ttl_ms + 10 * self._window_ms
 
         async def attempt(join: bool) -> Outcome:
-            try:
-                raw = await self._call(
-                    WATCH,
-                    (
-                        self._keys.in_order(),
-                        [token, int(join), known, self._channels(), keep, seen],
-                    ),
-                )
-            except RedisError as exc:
-                raise self._unavailable("watch", exc) from exc
+            args = [token, int(join), known, self._channels(), keep, seen]
+            raw = await self._run(WATCH, self._keys.in_order(), args, "watch")
             changed, leader, ms = decode_watch(raw)
             if changed:
                 return Outcome(result=(leader, ms))
             return Outcome(refusals=((0, True, ms),), answered=(0,), queued=(0,) if join else ())
 
         async def leave(servers: list[int], timeout: float | None) -> None:
-            try:
-                await self._call(shared.LEAVE, self._queue_args(token), timeout)
-            except RedisError as exc:
-                raise self._unavailable("stop watching", exc) from exc
+            await self._run(shared.LEAVE, *self._queue_args(token), "stop watching", timeout)
 
-        found: tuple[Leader | None, int] | None = await wait_turn(
-            [runtime.hub_for(self._keys.holders)],
-            token,
-            attempt,
-            leave,
-            deadline=deadline,
-            socket_timeout=runtime.backend.socket_timeout,
-            fallback=self.ttl,
-            listen_error=self._listen_error,
+        hub = self._runtime().hub_for(self._keys.holders)
+        found: tuple[Leader | None, int] | None = await self._wait_turn(
+            hub, token, attempt, leave, deadline=deadline, fallback=self.ttl
         )
         return found

@@ -6,19 +6,18 @@ from collections.abc import Mapping
 from typing import Any
 
 import redis.asyncio
-from redis.exceptions import RedisError
 
 from .._core import fencing as core
 from .._core import validate
 from .._core.fencing import FencedKeys, FencedRecord, Mode
 from ..errors import FencedStoreUnavailable, StaleFence
 from .client import check_client
-from .runtime import runtime_for
+from .primitive import AsyncPrimitive
 
 __all__ = ["AsyncFencedStore"]
 
 
-class AsyncFencedStore:
+class AsyncFencedStore(AsyncPrimitive):
     """One resource (a hash of fields) whose writes are checked against fencing tokens.
 
     ``FencedStore(client, "invoice:42")``; under a lock, ``store.write(lock.fence, data)``.
@@ -37,6 +36,9 @@ class AsyncFencedStore:
     fence <= :fence`` (``docs/fencing.md``). The high-water mark lives in Redis without expiry;
     it is only as durable as the server (``appendonly yes``).
     """
+
+    _unavailable_error = FencedStoreUnavailable
+    _what = "fenced resource"
 
     def __init__(
         self, client: redis.asyncio.Redis, name: str | bytes, *, prefix: str = "redlease"
@@ -89,12 +91,14 @@ class AsyncFencedStore:
 
     async def read(self) -> FencedRecord:
         """The fields, the highest fence accepted and the version, read in one step."""
-        return core.decode_read(await self._run(core.READ, [], "read"))
+        return core.decode_read(await self._run(core.READ, self._keys.all, [], "read"))
 
     # -- plumbing ---------------------------------------------------------------------------
     async def _write(self, fence: int, mode: Mode, flat: list[bytes]) -> int:
         token = core.fence(fence)
-        result = core.decode_write(await self._run(core.WRITE, [token, mode, *flat], "write"))
+        result = core.decode_write(
+            await self._run(core.WRITE, self._keys.all, [token, mode, *flat], "write")
+        )
         if not result.accepted:
             raise StaleFence(
                 f"write to {self.name!r} refused: fence {token} is older than {result.fence}, "
@@ -104,12 +108,3 @@ class AsyncFencedStore:
                 highest=result.fence,
             )
         return result.version
-
-    async def _run(self, script: Any, args: list[Any], action: str) -> Any:
-        try:
-            return await runtime_for(self._client).backend.run(script, self._keys.all, args)
-        except RedisError as exc:
-            raise FencedStoreUnavailable(
-                f"could not {action} fenced resource {self.name!r}: Redis failed: {exc}",
-                name=self.name,
-            ) from exc

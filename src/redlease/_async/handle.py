@@ -4,8 +4,8 @@ Ownership (who may release: the thread that acquired, or any task of the event l
 ``docs/safety.md``, "Who owns a lock"), the local queue of a shared handle, reentrancy,
 the self-deadlock check, the context manager and the error messages live here once.
 :class:`~redlease._async.lock.AsyncLock` and :class:`~redlease._async.redlock.AsyncRedlock`
-add only their conversation with Redis: ``_acquire``, ``_release_remote`` and ``_set_lease``,
-and the runtime whose watchdog renews their holdings (``_runtime``).
+add only their conversation with Redis: ``_acquire``, ``_release_remote`` and ``_set_lease``
+(Redlock also ``_runtime``: the client's runtime, from :class:`AsyncPrimitive`, serves a Lock).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import functools
 import time
 from collections.abc import Callable, Hashable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar
 
 from .. import _observe
 from .._core import validate
@@ -24,10 +24,8 @@ from .._core.lock import LockKeys
 from .._core.scripts import Script
 from .._synchronization import AsyncBackground, AsyncFunction, AsyncMutex
 from ..errors import LockLost, LockNotOwned, LockUnavailable, NotAcquired, Unavailable
+from .primitive import AsyncPrimitive
 from .renewer import settled
-
-if TYPE_CHECKING:
-    from .runtime import AsyncRuntime
 
 __all__ = ["DEFAULT", "AsyncHandle", "AsyncHeld"]
 
@@ -37,10 +35,12 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-class AsyncHandle:
+class AsyncHandle(AsyncPrimitive):
     """The part of a lock handle that does not talk to Redis. Not used directly."""
 
     _reentrant = False
+    _unavailable_error = LockUnavailable
+    _what = "lock"
 
     def __init__(
         self,
@@ -53,30 +53,27 @@ class AsyncHandle:
         on_lost: Callable[[], object] | None,
         handoff: float,
     ) -> None:
-        if not isinstance(renew, bool):
-            raise TypeError(f"renew must be a bool, got {type(renew).__name__}")
-        self._on_lost = validate.on_lost(on_lost, coroutines=AsyncBackground.ASYNC)
+        options = validate.lease_options(
+            ttl, timeout, renew, on_lost, handoff, coroutines=AsyncBackground.ASYNC
+        )
+        self._on_lost = options.on_lost
         self.name = name
         self._prefix = validate.prefix(prefix)
         self._keys = LockKeys.build(self._prefix, validate.name(name))
         # How logs and metrics call it (redlease._observe): "lock", "rlock", "redlock", ...
         self._primitive = _primitive(type(self))
         self._label = name if isinstance(name, str) else name.decode("utf-8", "replace")
-        self._ttl_ms = validate.lease_ms(ttl)
+        self._ttl_ms = options.ttl_ms
         self.ttl = self._ttl_ms / 1000
-        self.timeout = validate.timeout(timeout)
+        self.timeout = options.timeout
         self.renew = renew
-        self._window_ms = validate.window_ms(handoff, "handoff")
+        self._window_ms = options.window_ms
         self._mutex = AsyncMutex()
         self._holding: Holding | None = None
         self._count = 0  # acquisitions through this handle not yet released
         self._adopted: Holding | None = None  # taken over by adopt(): entered by ``with``
 
     # -- what a kind of lock provides -------------------------------------------------------
-    def _runtime(self) -> AsyncRuntime:
-        """The runtime whose holdings table and watchdog serve this lock."""
-        raise NotImplementedError
-
     async def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
         """Acquire in Redis by ``deadline``; a Holding, or None if it stayed held."""
         raise NotImplementedError
@@ -140,12 +137,7 @@ class AsyncHandle:
         return acquired
 
     async def _take(self, blocking: bool, timeout: float | None) -> bool:
-        if not blocking:
-            if timeout is not DEFAULT and validate.timeout(timeout) is not None:
-                raise ValueError("timeout must not be given when blocking is False")
-            limit: float | None = 0.0
-        else:
-            limit = self.timeout if timeout is DEFAULT else validate.timeout(timeout)
+        limit = validate.wait_limit(blocking, timeout, self.timeout, given=timeout is not DEFAULT)
         deadline = None if limit is None else time.monotonic() + limit
         owner, holder = AsyncBackground.owner(), AsyncBackground.holder()
         if self._holding is not None and self._holding.inherited:
@@ -389,11 +381,6 @@ class AsyncHandle:
         await self.release()
 
     # -- errors -----------------------------------------------------------------------------
-    def _unavailable(self, action: str, exc: BaseException) -> LockUnavailable:
-        return LockUnavailable(
-            f"could not {action} lock {self.name!r}: Redis failed: {exc}", name=self.name
-        )
-
     def _lost(self, what: str) -> LockLost:
         return LockLost(f"lock {self.name!r} {what}", name=self.name)
 

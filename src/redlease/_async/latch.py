@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import redis.asyncio
-from redis.exceptions import RedisError
 
 from .._core import latch, validate
 from .._core.lease import new_token
-from .._core.scripts import Script
 from .._core.waiters import Outcome
 from ..errors import LatchUnavailable
 from .client import check_client
-from .runtime import AsyncRuntime, runtime_for
-from .waiting import wait_turn
+from .primitive import AsyncPrimitive
 
 __all__ = ["AsyncCountDownLatch"]
 
@@ -23,7 +19,7 @@ RECHECK = 10.0
 """Seconds between two looks of a waiter that heard nothing (a lost message costs this)."""
 
 
-class AsyncCountDownLatch:
+class AsyncCountDownLatch(AsyncPrimitive):
     """A latch on one Redis server: ``wait()`` blocks until ``count_down()`` was called n times.
 
     ``try_set_count(n)`` starts a round (only when the latch is not counting), each
@@ -41,6 +37,9 @@ class AsyncCountDownLatch:
     Count-downs are anonymous, so whoever knows a worker died may count down in its place.
     """
 
+    _unavailable_error = LatchUnavailable
+    _what = "latch"
+
     def __init__(self, client: redis.asyncio.Redis, name: str | bytes, *, prefix: str = "redlease"):
         """Describe a latch; nothing is sent to Redis until it is used.
 
@@ -56,24 +55,11 @@ class AsyncCountDownLatch:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
 
-    def _runtime(self) -> AsyncRuntime:
-        return runtime_for(self._client)
-
-    async def _call(
-        self, action: str, script: Script, keys: list[bytes], args: list[Any], timeout: Any = None
-    ) -> Any:
-        try:
-            return await self._runtime().backend.run(script, keys, args, timeout)
-        except RedisError as exc:
-            raise LatchUnavailable(
-                f"could not {action} latch {self.name!r}: Redis failed: {exc}", name=self.name
-            ) from exc
-
     async def try_set_count(self, count: int) -> bool:
         """Start counting down from ``count`` (>= 1); False if the latch is counting already."""
         count = validate.count(count, "count")
         k = self._keys
-        return bool(int(await self._call("set", latch.SET, [k.count, k.generation], [count])))
+        return bool(int(await self._run(latch.SET, [k.count, k.generation], [count], "set")))
 
     async def count_down(self) -> int:
         """Take one off the count; the count left (0: the latch is open, its waiters released).
@@ -81,7 +67,7 @@ class AsyncCountDownLatch:
         Counting down a latch that is not counting does nothing (and returns 0).
         """
         channels = self._runtime().channels(self._keys.count)
-        reply = await self._call("count down", latch.COUNT_DOWN, self._keys.in_order(), [channels])
+        reply = await self._run(latch.COUNT_DOWN, self._keys.in_order(), [channels], "count down")
         return int(reply)
 
     async def count(self) -> int:
@@ -90,7 +76,7 @@ class AsyncCountDownLatch:
 
     async def inspect(self) -> latch.LatchInfo:
         """A snapshot: count left, rounds completed, waiters."""
-        raw = await self._call("inspect", latch.INSPECT, self._keys.in_order(), [])
+        raw = await self._run(latch.INSPECT, self._keys.in_order(), [], "inspect")
         return latch.decode_inspect(raw, self.name, self._keys)
 
     async def wait(self, timeout: float | None = None) -> bool:
@@ -101,15 +87,13 @@ class AsyncCountDownLatch:
         """
         limit = validate.timeout(timeout)
         deadline = None if limit is None else time.monotonic() + limit
-        runtime = self._runtime()
         token = new_token()
         seen: list[bytes] = [b""]  # the generation of the first look
         keep = int(3 * RECHECK * 1000)
 
         async def attempt(join: bool) -> Outcome:
-            raw = await self._call(
-                "wait for", latch.WAIT, self._keys.in_order(), [token, int(join), seen[0], keep]
-            )
+            args = [token, int(join), seen[0], keep]
+            raw = await self._run(latch.WAIT, self._keys.in_order(), args, "wait for")
             is_open, generation = latch.decode_wait(raw)
             if is_open:
                 return Outcome(result=True)
@@ -118,21 +102,10 @@ class AsyncCountDownLatch:
             return Outcome(refusals=((0, True, -1),), answered=(0,), queued=(0,) if join else ())
 
         async def leave(servers: list[int], timeout: float | None) -> None:
-            await self._call("leave", latch.LEAVE, [self._keys.waiters], [token], timeout)
+            await self._run(latch.LEAVE, [self._keys.waiters], [token], "leave", timeout)
 
-        def listen_error(server: int, exc: RedisError) -> None:
-            raise LatchUnavailable(
-                f"could not wait for latch {self.name!r}: Redis failed: {exc}", name=self.name
-            ) from exc
-
-        result = await wait_turn(
-            [runtime.hub_for(self._keys.count)],
-            token,
-            attempt,
-            leave,
-            deadline=deadline,
-            socket_timeout=runtime.backend.socket_timeout,
-            fallback=RECHECK,
-            listen_error=listen_error,
+        hub = self._runtime().hub_for(self._keys.count)
+        result = await self._wait_turn(
+            hub, token, attempt, leave, deadline=deadline, fallback=RECHECK
         )
         return bool(result)

@@ -7,11 +7,10 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 import redis.asyncio
-from redis.exceptions import ConnectionError, RedisError, TimeoutError
+from redis.exceptions import RedisError
 
 from .. import _observe
 from .._core import handover, validate
-from .._core.bounds import budget
 from .._core.breakglass import ForceReleased
 from .._core.holder import name_of
 from .._core.lease import Holding, new_token
@@ -33,7 +32,6 @@ from .._core.lock import (
     decode_inspect,
 )
 from .._core.replicas import decode_ack, wait_command
-from .._core.scripts import Script
 from .._core.waiters import Outcome
 from .._synchronization import AsyncBackground, AsyncShield
 from ..errors import LockUnavailable, ReplicasUnavailable
@@ -41,8 +39,6 @@ from .breakglass import force_release_lock
 from .client import check_client
 from .handle import AsyncHandle
 from .hub import AsyncUnread
-from .runtime import AsyncRuntime, runtime_for
-from .waiting import wait_turn
 
 __all__ = ["AsyncLock", "AsyncRLock"]
 
@@ -276,11 +272,9 @@ class AsyncLock(AsyncHandle):
         sent = time.monotonic()
         try:
             # extend.lua: the lease is set only if the lock still holds this token
-            adopted = await self._run(EXTEND, ([self._keys.lock], [token, self._ttl_ms]))
-        except BaseException as exc:
+            adopted = await self._run(EXTEND, [self._keys.lock], [token, self._ttl_ms], "adopt")
+        except BaseException:
             self._mutex.release()
-            if isinstance(exc, RedisError):
-                raise self._unavailable("adopt", exc) from exc
             raise
         if not int(adopted):
             self._mutex.release()
@@ -291,9 +285,6 @@ class AsyncLock(AsyncHandle):
         self._adopted = holding
 
     # -- the conversation with Redis --------------------------------------------------------
-    def _runtime(self) -> AsyncRuntime:
-        return runtime_for(self._client)
-
     async def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
         runtime = self._runtime()
         hub = runtime.hub_for(self._keys.lock)
@@ -310,28 +301,14 @@ class AsyncLock(AsyncHandle):
             return Outcome(refusals=(refusal,), answered=(0,), queued=(0,) if join else ())
 
         async def leave(servers: list[int], timeout: float | None) -> None:
-            try:
-                await self._run(LEAVE, self._queue_args(token), timeout)
-            except RedisError as exc:
-                raise self._unavailable("leave the queue of", exc) from exc
+            await self._run(LEAVE, *self._queue_args(token), "leave the queue of", timeout)
 
         # With wait_replicas, a granted waiter claims in its own attempt, followed by WAIT.
         grantee = None if self._wait is not None else _Grantee(self, owner, token)
-        holding: Holding | None = await wait_turn(
-            [hub],
-            token,
-            attempt,
-            leave,
-            deadline=deadline,
-            socket_timeout=runtime.backend.socket_timeout,
-            fallback=self.ttl,
-            listen_error=self._listen_error,
-            grantee=grantee,
+        holding: Holding | None = await self._wait_turn(
+            hub, token, attempt, leave, deadline=deadline, fallback=self.ttl, grantee=grantee
         )
         return holding
-
-    def _listen_error(self, server: int, exc: RedisError) -> None:
-        raise self._unavailable("wait for", exc) from exc
 
     def _new_holding(self, owner: Hashable, token: bytes, fence: int, sent: float) -> Holding:
         runtime = self._runtime()
@@ -343,27 +320,26 @@ class AsyncLock(AsyncHandle):
             [keys.lock, keys.fence, keys.queue, keys.handoff],
             [token, self._ttl_ms, int(join), self._window_ms, self._channels(), b"", self._mode],
         )
+        wait = self._wait
         acked: Any = None
-        try:
-            if self._wait is None:
-                raw = await self._run(ACQUIRE, call)
-            else:
-                raw, acked = await self._runtime().backend.run_acknowledged(
-                    ACQUIRE, *call, self._wait, self.wait_timeout
-                )
-        except (ConnectionError, TimeoutError) as exc:
-            # The script may have run and only its reply been lost: release what may be ours,
-            # within what is left of the call's bound.
-            left = budget(deadline, self._runtime().backend.socket_timeout, time.monotonic())
-            await AsyncShield.cleanup(lambda timeout: self._undo(token, timeout), left)
-            raise self._unavailable("acquire", exc) from exc
-        except RedisError as exc:
-            raise self._unavailable("acquire", exc) from exc
-        except BaseException:  # cancelled or interrupted with the script possibly applied
-            AsyncShield.background(lambda timeout: self._undo(token, timeout))
-            raise
+        if wait is None:
+            raw = await self._run_or_undo(
+                lambda: self._runtime().backend.run(ACQUIRE, *call),
+                lambda timeout: self._undo(token, timeout),
+                "acquire",
+                deadline,
+            )
+        else:
+            raw, acked = await self._run_or_undo(
+                lambda: self._runtime().backend.run_acknowledged(
+                    ACQUIRE, *call, wait, self.wait_timeout
+                ),
+                lambda timeout: self._undo(token, timeout),
+                "acquire",
+                deadline,
+            )
         reply = decode_acquire(raw)
-        if self._wait is not None and reply.acquired:
+        if wait is not None and reply.acquired:
             await self._check_acknowledged(token, acked)
         return reply
 
@@ -400,7 +376,7 @@ class AsyncLock(AsyncHandle):
 
     async def _undo(self, token: bytes, timeout: float | None) -> None:
         """Release an acquisition whose grant we may never have seen (quietly)."""
-        await self._run(RELEASE, self._queue_args(token), timeout)
+        await self._run(RELEASE, *self._queue_args(token), "release", timeout)
 
     async def _release_remote(self, holding: Holding) -> None:
         keys, args = self._queue_args(holding.token)
@@ -410,7 +386,7 @@ class AsyncLock(AsyncHandle):
             if isinstance(unread, AsyncUnread):  # granted: send it behind the claim
                 pending = await unread.behind(RELEASE, keys, args)
             if pending is None:
-                released = await self._run(RELEASE, (keys, args))
+                released = await self._runtime().backend.run(RELEASE, keys, args)
             else:
                 released = await self._runtime().backend.receive(pending, None)
         except RedisError as exc:
@@ -421,27 +397,13 @@ class AsyncLock(AsyncHandle):
 
     async def _set_lease(self, holding: Holding, ttl_ms: int) -> None:
         sent = time.monotonic()
-        try:
-            extended = await self._run(EXTEND, ([holding.key], [holding.token, ttl_ms]))
-        except RedisError as exc:
-            raise self._unavailable("extend", exc) from exc
+        extended = await self._run(EXTEND, [holding.key], [holding.token, ttl_ms], "extend")
         if not int(extended):
             raise self._mark_lost(holding)
         holding.extended(sent, ttl_ms)
 
-    async def _run(
-        self,
-        script: Script,
-        keys_args: tuple[list[bytes], list[Any]],
-        timeout: float | None = None,
-    ) -> Any:
-        return await self._runtime().backend.run(script, *keys_args, timeout)
-
     async def _inspect(self, token: bytes) -> LockInfo:
-        try:
-            raw = await self._run(INSPECT, (self._keys.in_order(), [token]))
-        except RedisError as exc:
-            raise self._unavailable("inspect", exc) from exc
+        raw = await self._run(INSPECT, self._keys.in_order(), [token], "inspect")
         return decode_inspect(raw, self.name, self._keys)
 
     def _queue_args(self, token: bytes) -> tuple[list[bytes], list[Any]]:

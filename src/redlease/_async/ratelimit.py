@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import redis.asyncio
-from redis.exceptions import RedisError
 
 from .._core import ratelimit as core
 from .._core import rates as notation
 from .._core import validate
 from .._core.ratelimit import RateLimit
 from .._core.rates import Rate
-from .._core.scripts import Script
 from ..errors import RateLimitUnavailable
 from .client import check_client
-from .runtime import runtime_for
+from .primitive import AsyncPrimitive
 
 __all__ = ["AsyncRateLimiter"]
 
 
-class AsyncRateLimiter:
+class AsyncRateLimiter(AsyncPrimitive):
     """At most so many units per window for each subject (a user, an IP, ...), under one or
     more limits at once.
 
@@ -38,6 +34,9 @@ class AsyncRateLimiter:
     catch it to fail open or closed, as suits you (``redlease.web`` and ``redlease.django``
     make you choose).
     """
+
+    _unavailable_error = RateLimitUnavailable
+    _what = "rate limiter"
 
     def __init__(
         self,
@@ -113,12 +112,3 @@ class AsyncRateLimiter:
         args = [core.cost(cost, self._most), int(consume), *self._limit_args]
         raw = await self._run(self._script, keys, args, "hit" if consume else "peek")
         return core.decode_reply(raw, self.rates)[1]
-
-    async def _run(self, script: Script, keys: list[bytes], args: list[Any], action: str) -> Any:
-        try:
-            return await runtime_for(self._client).backend.run(script, keys, args)
-        except RedisError as exc:
-            raise RateLimitUnavailable(
-                f"could not {action} rate limiter {self.name!r}: Redis failed: {exc}",
-                name=self.name,
-            ) from exc

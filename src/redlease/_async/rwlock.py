@@ -47,8 +47,11 @@ def _held_by_caller(holds: weakref.WeakSet[Holding], holders: bytes) -> Holding 
 class _AsyncSide(AsyncShared):
     """One side (read or write) of a :class:`ReadWriteLock`: a Lock-like handle."""
 
+    _unavailable_error = LockUnavailable
+
     def __init__(self, rw: AsyncReadWriteLock, what: str, **options: object) -> None:
-        self._errors = Errors(LockUnavailable, LockNotOwned, LockLost, what)
+        self._what = what
+        self._errors = Errors(LockNotOwned, LockLost)
         self._rw = rw
         super().__init__(rw._client, rw.name, keys=rw._keys, **options)  # type: ignore[arg-type]
 
@@ -80,7 +83,7 @@ class _AsyncSide(AsyncShared):
     async def __aenter__(self: _Side) -> _Side:
         if not await self.acquire():  # type: ignore[attr-defined]
             raise NotAcquired(
-                f"{self._errors.what} {self.name!r} was not free {waited(self.timeout)}",
+                f"{self._what} {self.name!r} was not free {waited(self.timeout)}",
                 name=self.name,
             )
         return self

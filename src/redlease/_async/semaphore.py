@@ -6,7 +6,6 @@ from collections.abc import Callable
 from types import TracebackType
 
 import redis.asyncio
-from redis.exceptions import RedisError
 
 from .. import _observe
 from .._core import validate
@@ -46,7 +45,9 @@ class AsyncSemaphore(AsyncShared):
     one WARNING (``redlease_event`` ``permits_mismatch``), at its first acquisition.
     """
 
-    _errors = Errors(SemaphoreUnavailable, PermitNotHeld, PermitLost, "semaphore")
+    _unavailable_error = SemaphoreUnavailable
+    _what = "semaphore"
+    _errors = Errors(PermitNotHeld, PermitLost)
     _stored = True
 
     def __init__(
@@ -154,13 +155,8 @@ class AsyncSemaphore(AsyncShared):
         Held permits are never revoked; with more permits, waiters that now fit are woken.
         """
         permits = validate.count(permits, "permits", minimum=0)
-        try:
-            previous = await self._call(
-                SET_PERMITS,
-                (self._keys.in_order(), [permits, self._window_ms, self._channels()]),
-            )
-        except RedisError as exc:
-            raise self._unavailable("set the permits of", exc) from exc
+        args = [permits, self._window_ms, self._channels()]
+        previous = await self._run(SET_PERMITS, self._keys.in_order(), args, "set the permits of")
         before, self.permits = self.permits, permits
         return int(previous) if int(previous) >= 0 else before
 

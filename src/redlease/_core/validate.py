@@ -9,20 +9,23 @@ from __future__ import annotations
 import inspect
 import math
 import threading
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "CLIENT_APIS",
     "MAX_COUNT",
     "MAX_TTL",
     "MIN_LEASE",
+    "LeaseOptions",
     "count",
     "lease_ms",
+    "lease_options",
     "name",
     "on_lost",
     "prefix",
     "timeout",
     "ttl_ms",
+    "wait_limit",
     "window_ms",
 ]
 
@@ -191,3 +194,33 @@ def decorated(func: object, lock: str, *, coroutine: bool) -> None:
         f"redlease.{lock} decorates plain functions; {func!r} is a coroutine function: "
         f"use redlease.asyncio.{lock}"
     )
+
+
+class LeaseOptions(NamedTuple):
+    """The checked options of a leased handle (a lock, a semaphore, ...)."""
+
+    ttl_ms: int
+    timeout: float | None
+    renew: bool
+    on_lost: Any
+    window_ms: int
+
+
+def lease_options(
+    ttl: Any, wait: Any, renew: Any, lost: Any, handoff: Any, *, coroutines: bool
+) -> LeaseOptions:
+    """Check the ``ttl``, ``timeout``, ``renew``, ``on_lost`` and ``handoff`` of a handle."""
+    if not isinstance(renew, bool):
+        raise TypeError(f"renew must be a bool, got {type(renew).__name__}")
+    checked_lost = on_lost(lost, coroutines=coroutines)
+    return LeaseOptions(lease_ms(ttl), timeout(wait), renew, checked_lost, window_ms(handoff))
+
+
+def wait_limit(blocking: bool, value: Any, default: float | None, *, given: bool) -> float | None:
+    """How long an acquire may wait: ``value`` when ``given``, else ``default``; ``0`` when not
+    ``blocking`` (where a timeout other than ``None`` / ``-1`` is a ValueError)."""
+    if not blocking:
+        if given and timeout(value) is not None:
+            raise ValueError("timeout must not be given when blocking is False")
+        return 0.0
+    return timeout(value) if given else default

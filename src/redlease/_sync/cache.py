@@ -10,7 +10,6 @@ from collections.abc import Callable
 from typing import Any, Generic, ParamSpec, TypeVar
 
 import redis
-from redis.exceptions import RedisError
 
 from .. import _observe
 from .._core import cache as core
@@ -20,7 +19,7 @@ from .._synchronization import Background, ProcessLock
 from ..errors import LockLost, LockUnavailable
 from .client import check_client
 from .lock import Lock
-from .runtime import runtime_for
+from .primitive import Primitive
 
 __all__ = ["Cached"]
 
@@ -28,13 +27,15 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-class Cached(Generic[_P, _R]):
+class Cached(Primitive, Generic[_P, _R]):
     """A function whose results are cached in Redis, computed once per key at a time.
 
     Made by ``redlease.cached(client, ttl=...)``; call it as the function. ``invalidate(*args,
     **kwargs)`` drops the value of those arguments; ``key_for(*args, **kwargs)`` is its cache
     name. Redis failures raise :class:`~redlease.LockUnavailable` with the cause chained.
     """
+
+    _unavailable_error = LockUnavailable
 
     def __init__(
         self,
@@ -181,14 +182,8 @@ class Cached(Generic[_P, _R]):
     def _read(self, key: bytes) -> core.Lookup:
         return core.decode_read(self._run(core.READ, [key], [], "read"))
 
-    def _run(self, script: Any, keys: list[bytes], args: list[Any], action: str) -> Any:
-        try:
-            return runtime_for(self._client).backend.run(script, keys, args)
-        except RedisError as exc:
-            raise LockUnavailable(
-                f"could not {action} cached {self._label}: Redis failed: {exc}",
-                name=self._label,
-            ) from exc
+    def _subject(self) -> tuple[str, Any]:
+        return f"cached {self._label}", self._label
 
     def _loads(self, data: bytes | None) -> _R:
         result: _R = self._serializer.loads(data or b"")

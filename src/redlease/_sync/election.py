@@ -7,7 +7,6 @@ import time
 from collections.abc import Iterator, Callable
 
 import redis
-from redis.exceptions import RedisError
 
 from .._core import shared, validate
 from .._core.breakglass import ForceReleased
@@ -24,7 +23,6 @@ from .._core.lease import new_token
 from .._core.waiters import Outcome
 from ..errors import ElectionUnavailable, LeadershipLost, NotLeader
 from .shared import Shared, Errors
-from .waiting import wait_turn
 
 __all__ = ["Election"]
 
@@ -50,7 +48,9 @@ class Election(Shared):
     watchdog runs again: only the term protects the data it writes meanwhile.
     """
 
-    _errors = Errors(ElectionUnavailable, NotLeader, LeadershipLost, "election")
+    _unavailable_error = ElectionUnavailable
+    _what = "election"
+    _errors = Errors(NotLeader, LeadershipLost)
 
     def __init__(
         self,
@@ -184,40 +184,22 @@ class Election(Shared):
     def _watch(
         self, known: int, seen: int, deadline: float | None
     ) -> tuple[Leader | None, int] | None:
-        runtime = self._runtime()
         token = new_token()
         keep = 3 * self._ttl_ms + 10 * self._window_ms
 
         def attempt(join: bool) -> Outcome:
-            try:
-                raw = self._call(
-                    WATCH,
-                    (
-                        self._keys.in_order(),
-                        [token, int(join), known, self._channels(), keep, seen],
-                    ),
-                )
-            except RedisError as exc:
-                raise self._unavailable("watch", exc) from exc
+            args = [token, int(join), known, self._channels(), keep, seen]
+            raw = self._run(WATCH, self._keys.in_order(), args, "watch")
             changed, leader, ms = decode_watch(raw)
             if changed:
                 return Outcome(result=(leader, ms))
             return Outcome(refusals=((0, True, ms),), answered=(0,), queued=(0,) if join else ())
 
         def leave(servers: list[int], timeout: float | None) -> None:
-            try:
-                self._call(shared.LEAVE, self._queue_args(token), timeout)
-            except RedisError as exc:
-                raise self._unavailable("stop watching", exc) from exc
+            self._run(shared.LEAVE, *self._queue_args(token), "stop watching", timeout)
 
-        found: tuple[Leader | None, int] | None = wait_turn(
-            [runtime.hub_for(self._keys.holders)],
-            token,
-            attempt,
-            leave,
-            deadline=deadline,
-            socket_timeout=runtime.backend.socket_timeout,
-            fallback=self.ttl,
-            listen_error=self._listen_error,
+        hub = self._runtime().hub_for(self._keys.holders)
+        found: tuple[Leader | None, int] | None = self._wait_turn(
+            hub, token, attempt, leave, deadline=deadline, fallback=self.ttl
         )
         return found

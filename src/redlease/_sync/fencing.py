@@ -7,19 +7,18 @@ from collections.abc import Mapping
 from typing import Any
 
 import redis
-from redis.exceptions import RedisError
 
 from .._core import fencing as core
 from .._core import validate
 from .._core.fencing import FencedKeys, FencedRecord, Mode
 from ..errors import FencedStoreUnavailable, StaleFence
 from .client import check_client
-from .runtime import runtime_for
+from .primitive import Primitive
 
 __all__ = ["FencedStore"]
 
 
-class FencedStore:
+class FencedStore(Primitive):
     """One resource (a hash of fields) whose writes are checked against fencing tokens.
 
     ``FencedStore(client, "invoice:42")``; under a lock, ``store.write(lock.fence, data)``.
@@ -38,6 +37,9 @@ class FencedStore:
     fence <= :fence`` (``docs/fencing.md``). The high-water mark lives in Redis without expiry;
     it is only as durable as the server (``appendonly yes``).
     """
+
+    _unavailable_error = FencedStoreUnavailable
+    _what = "fenced resource"
 
     def __init__(
         self, client: redis.Redis, name: str | bytes, *, prefix: str = "redlease"
@@ -90,12 +92,14 @@ class FencedStore:
 
     def read(self) -> FencedRecord:
         """The fields, the highest fence accepted and the version, read in one step."""
-        return core.decode_read(self._run(core.READ, [], "read"))
+        return core.decode_read(self._run(core.READ, self._keys.all, [], "read"))
 
     # -- plumbing ---------------------------------------------------------------------------
     def _write(self, fence: int, mode: Mode, flat: list[bytes]) -> int:
         token = core.fence(fence)
-        result = core.decode_write(self._run(core.WRITE, [token, mode, *flat], "write"))
+        result = core.decode_write(
+            self._run(core.WRITE, self._keys.all, [token, mode, *flat], "write")
+        )
         if not result.accepted:
             raise StaleFence(
                 f"write to {self.name!r} refused: fence {token} is older than {result.fence}, "
@@ -105,12 +109,3 @@ class FencedStore:
                 highest=result.fence,
             )
         return result.version
-
-    def _run(self, script: Any, args: list[Any], action: str) -> Any:
-        try:
-            return runtime_for(self._client).backend.run(script, self._keys.all, args)
-        except RedisError as exc:
-            raise FencedStoreUnavailable(
-                f"could not {action} fenced resource {self.name!r}: Redis failed: {exc}",
-                name=self.name,
-            ) from exc

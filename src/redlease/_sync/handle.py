@@ -5,8 +5,8 @@ Ownership (who may release: the thread that acquired, or any task of the event l
 ``docs/safety.md``, "Who owns a lock"), the local queue of a shared handle, reentrancy,
 the self-deadlock check, the context manager and the error messages live here once.
 :class:`~redlease._sync.lock.Lock` and :class:`~redlease._sync.redlock.Redlock`
-add only their conversation with Redis: ``_acquire``, ``_release_remote`` and ``_set_lease``,
-and the runtime whose watchdog renews their holdings (``_runtime``).
+add only their conversation with Redis: ``_acquire``, ``_release_remote`` and ``_set_lease``
+(Redlock also ``_runtime``: the client's runtime, from :class:`Primitive`, serves a Lock).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import functools
 import time
 from collections.abc import Callable, Hashable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar
 
 from .. import _observe
 from .._core import validate
@@ -25,10 +25,8 @@ from .._core.lock import LockKeys
 from .._core.scripts import Script
 from .._synchronization import Background, Function, Mutex
 from ..errors import LockLost, LockNotOwned, LockUnavailable, NotAcquired, Unavailable
+from .primitive import Primitive
 from .renewer import settled
-
-if TYPE_CHECKING:
-    from .runtime import Runtime
 
 __all__ = ["DEFAULT", "Handle", "Held"]
 
@@ -38,10 +36,12 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-class Handle:
+class Handle(Primitive):
     """The part of a lock handle that does not talk to Redis. Not used directly."""
 
     _reentrant = False
+    _unavailable_error = LockUnavailable
+    _what = "lock"
 
     def __init__(
         self,
@@ -54,30 +54,27 @@ class Handle:
         on_lost: Callable[[], object] | None,
         handoff: float,
     ) -> None:
-        if not isinstance(renew, bool):
-            raise TypeError(f"renew must be a bool, got {type(renew).__name__}")
-        self._on_lost = validate.on_lost(on_lost, coroutines=Background.ASYNC)
+        options = validate.lease_options(
+            ttl, timeout, renew, on_lost, handoff, coroutines=Background.ASYNC
+        )
+        self._on_lost = options.on_lost
         self.name = name
         self._prefix = validate.prefix(prefix)
         self._keys = LockKeys.build(self._prefix, validate.name(name))
         # How logs and metrics call it (redlease._observe): "lock", "rlock", "redlock", ...
         self._primitive = _primitive(type(self))
         self._label = name if isinstance(name, str) else name.decode("utf-8", "replace")
-        self._ttl_ms = validate.lease_ms(ttl)
+        self._ttl_ms = options.ttl_ms
         self.ttl = self._ttl_ms / 1000
-        self.timeout = validate.timeout(timeout)
+        self.timeout = options.timeout
         self.renew = renew
-        self._window_ms = validate.window_ms(handoff, "handoff")
+        self._window_ms = options.window_ms
         self._mutex = Mutex()
         self._holding: Holding | None = None
         self._count = 0  # acquisitions through this handle not yet released
         self._adopted: Holding | None = None  # taken over by adopt(): entered by ``with``
 
     # -- what a kind of lock provides -------------------------------------------------------
-    def _runtime(self) -> Runtime:
-        """The runtime whose holdings table and watchdog serve this lock."""
-        raise NotImplementedError
-
     def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
         """Acquire in Redis by ``deadline``; a Holding, or None if it stayed held."""
         raise NotImplementedError
@@ -141,12 +138,7 @@ class Handle:
         return acquired
 
     def _take(self, blocking: bool, timeout: float | None) -> bool:
-        if not blocking:
-            if timeout is not DEFAULT and validate.timeout(timeout) is not None:
-                raise ValueError("timeout must not be given when blocking is False")
-            limit: float | None = 0.0
-        else:
-            limit = self.timeout if timeout is DEFAULT else validate.timeout(timeout)
+        limit = validate.wait_limit(blocking, timeout, self.timeout, given=timeout is not DEFAULT)
         deadline = None if limit is None else time.monotonic() + limit
         owner, holder = Background.owner(), Background.holder()
         if self._holding is not None and self._holding.inherited:
@@ -390,11 +382,6 @@ class Handle:
         self.release()
 
     # -- errors -----------------------------------------------------------------------------
-    def _unavailable(self, action: str, exc: BaseException) -> LockUnavailable:
-        return LockUnavailable(
-            f"could not {action} lock {self.name!r}: Redis failed: {exc}", name=self.name
-        )
-
     def _lost(self, what: str) -> LockLost:
         return LockLost(f"lock {self.name!r} {what}", name=self.name)
 

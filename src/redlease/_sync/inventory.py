@@ -14,12 +14,12 @@ from .._core.inventory import InventoryKeys, Reservation, Stock
 from .._core.scripts import Script
 from ..errors import InventoryUnavailable
 from .client import check_client
-from .runtime import runtime_for
+from .primitive import Primitive
 
 __all__ = ["Inventory"]
 
 
-class Inventory:
+class Inventory(Primitive):
     """A stock of identical units (one SKU), reserved, confirmed and cancelled atomically.
 
     ``Inventory(client, "sku:1001")``; ``restock(100)``; then per purchase
@@ -50,6 +50,9 @@ class Inventory:
     Not guaranteed: that a hold survives a failover to a replica that had not received it
     (replication is asynchronous), nor exact deadlines when the server's clock jumps.
     """
+
+    _unavailable_error = InventoryUnavailable
+    _what = "inventory"
 
     def __init__(
         self,
@@ -91,7 +94,7 @@ class Inventory:
         ``2**53 - 1`` (where Lua stops counting units exactly).
         """
         units = core.units(qty, "qty", minimum=0)
-        reply = self._run(core.RESTOCK, [units, self._retain], "restock")
+        reply = self._run(core.RESTOCK, self._keys.all, [units, self._retain], "restock")
         return core.decode_restock(reply, self.name)
 
     def withdraw(self, qty: int) -> Stock:
@@ -103,7 +106,7 @@ class Inventory:
         holds are returned to stock first). Returns the counts after it.
         """
         units = core.units(qty, "qty")
-        reply = self._run(core.WITHDRAW, [units, self._retain], "withdraw")
+        reply = self._run(core.WITHDRAW, self._keys.all, [units, self._retain], "withdraw")
         return core.decode_withdraw(reply, self.name)
 
     def reserve(
@@ -136,7 +139,7 @@ class Inventory:
         if sha != script.sha:
             head = core.pack_head(script, self._keys.all, len(args))
             self._reserve_head = (script.sha, head)
-        reply = self._run(script, args, "reserve", core.pack(head, args))
+        reply = self._send(script, args, "reserve", core.pack(head, args))
         return core.decode_reserve(reply, self.name, order_id, user, units, hold_ms, self._encoding)
 
     def confirm(self, order_id: str) -> Reservation:
@@ -163,7 +166,7 @@ class Inventory:
 
     def snapshot(self) -> Stock:
         """The counts now, read atomically (read-only); expired holds count as available."""
-        return core.decode_stock(self._run(core.SNAPSHOT, [], "read"))
+        return core.decode_stock(self._run(core.SNAPSHOT, self._keys.all, [], "read"))
 
     # -- plumbing ---------------------------------------------------------------------------
     def _ident(self, value: Any, arg: str) -> bytes:
@@ -183,19 +186,17 @@ class Inventory:
         self, script: Script, args: list[Any], action: str, order_id: str
     ) -> Reservation | None:
         return core.decode_reply(
-            self._run(script, args, action), self.name, order_id, self._encoding
+            self._run(script, self._keys.all, args, action),
+            self.name,
+            order_id,
+            self._encoding,
         )
 
-    def _run(self, script: Script, args: list[Any], action: str, packed: Any = None) -> Any:
-        """Run ``script`` (sent as ``packed``, the same command packed, if given)."""
-        backend = runtime_for(self._client).backend
+    def _send(self, script: Script, args: list[Any], action: str, packed: Any) -> Any:
+        """Run ``script`` sent as ``packed`` (the same command, packed once)."""
+        backend = self._runtime().backend
         try:
-            if packed is None:
-                return backend.run(script, self._keys.all, args)
             pending = backend.send(script, self._keys.all, args, packed)
             return backend.receive(pending, None)
         except RedisError as exc:
-            raise InventoryUnavailable(
-                f"could not {action} inventory {self.name!r}: Redis failed: {exc}",
-                name=self.name,
-            ) from exc
+            raise self._unavailable(action, exc) from exc

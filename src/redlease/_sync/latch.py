@@ -4,19 +4,15 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import redis
-from redis.exceptions import RedisError
 
 from .._core import latch, validate
 from .._core.lease import new_token
-from .._core.scripts import Script
 from .._core.waiters import Outcome
 from ..errors import LatchUnavailable
 from .client import check_client
-from .runtime import Runtime, runtime_for
-from .waiting import wait_turn
+from .primitive import Primitive
 
 __all__ = ["CountDownLatch"]
 
@@ -24,7 +20,7 @@ RECHECK = 10.0
 """Seconds between two looks of a waiter that heard nothing (a lost message costs this)."""
 
 
-class CountDownLatch:
+class CountDownLatch(Primitive):
     """A latch on one Redis server: ``wait()`` blocks until ``count_down()`` was called n times.
 
     ``try_set_count(n)`` starts a round (only when the latch is not counting), each
@@ -42,6 +38,9 @@ class CountDownLatch:
     Count-downs are anonymous, so whoever knows a worker died may count down in its place.
     """
 
+    _unavailable_error = LatchUnavailable
+    _what = "latch"
+
     def __init__(self, client: redis.Redis, name: str | bytes, *, prefix: str = "redlease"):
         """Describe a latch; nothing is sent to Redis until it is used.
 
@@ -57,24 +56,11 @@ class CountDownLatch:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
 
-    def _runtime(self) -> Runtime:
-        return runtime_for(self._client)
-
-    def _call(
-        self, action: str, script: Script, keys: list[bytes], args: list[Any], timeout: Any = None
-    ) -> Any:
-        try:
-            return self._runtime().backend.run(script, keys, args, timeout)
-        except RedisError as exc:
-            raise LatchUnavailable(
-                f"could not {action} latch {self.name!r}: Redis failed: {exc}", name=self.name
-            ) from exc
-
     def try_set_count(self, count: int) -> bool:
         """Start counting down from ``count`` (>= 1); False if the latch is counting already."""
         count = validate.count(count, "count")
         k = self._keys
-        return bool(int(self._call("set", latch.SET, [k.count, k.generation], [count])))
+        return bool(int(self._run(latch.SET, [k.count, k.generation], [count], "set")))
 
     def count_down(self) -> int:
         """Take one off the count; the count left (0: the latch is open, its waiters released).
@@ -82,7 +68,7 @@ class CountDownLatch:
         Counting down a latch that is not counting does nothing (and returns 0).
         """
         channels = self._runtime().channels(self._keys.count)
-        reply = self._call("count down", latch.COUNT_DOWN, self._keys.in_order(), [channels])
+        reply = self._run(latch.COUNT_DOWN, self._keys.in_order(), [channels], "count down")
         return int(reply)
 
     def count(self) -> int:
@@ -91,7 +77,7 @@ class CountDownLatch:
 
     def inspect(self) -> latch.LatchInfo:
         """A snapshot: count left, rounds completed, waiters."""
-        raw = self._call("inspect", latch.INSPECT, self._keys.in_order(), [])
+        raw = self._run(latch.INSPECT, self._keys.in_order(), [], "inspect")
         return latch.decode_inspect(raw, self.name, self._keys)
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -102,15 +88,13 @@ class CountDownLatch:
         """
         limit = validate.timeout(timeout)
         deadline = None if limit is None else time.monotonic() + limit
-        runtime = self._runtime()
         token = new_token()
         seen: list[bytes] = [b""]  # the generation of the first look
         keep = int(3 * RECHECK * 1000)
 
         def attempt(join: bool) -> Outcome:
-            raw = self._call(
-                "wait for", latch.WAIT, self._keys.in_order(), [token, int(join), seen[0], keep]
-            )
+            args = [token, int(join), seen[0], keep]
+            raw = self._run(latch.WAIT, self._keys.in_order(), args, "wait for")
             is_open, generation = latch.decode_wait(raw)
             if is_open:
                 return Outcome(result=True)
@@ -119,21 +103,10 @@ class CountDownLatch:
             return Outcome(refusals=((0, True, -1),), answered=(0,), queued=(0,) if join else ())
 
         def leave(servers: list[int], timeout: float | None) -> None:
-            self._call("leave", latch.LEAVE, [self._keys.waiters], [token], timeout)
+            self._run(latch.LEAVE, [self._keys.waiters], [token], "leave", timeout)
 
-        def listen_error(server: int, exc: RedisError) -> None:
-            raise LatchUnavailable(
-                f"could not wait for latch {self.name!r}: Redis failed: {exc}", name=self.name
-            ) from exc
-
-        result = wait_turn(
-            [runtime.hub_for(self._keys.count)],
-            token,
-            attempt,
-            leave,
-            deadline=deadline,
-            socket_timeout=runtime.backend.socket_timeout,
-            fallback=RECHECK,
-            listen_error=listen_error,
+        hub = self._runtime().hub_for(self._keys.count)
+        result = self._wait_turn(
+            hub, token, attempt, leave, deadline=deadline, fallback=RECHECK
         )
         return bool(result)

@@ -8,11 +8,10 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 import redis
-from redis.exceptions import ConnectionError, RedisError, TimeoutError
+from redis.exceptions import RedisError
 
 from .. import _observe
 from .._core import handover, validate
-from .._core.bounds import budget
 from .._core.breakglass import ForceReleased
 from .._core.holder import name_of
 from .._core.lease import Holding, new_token
@@ -34,7 +33,6 @@ from .._core.lock import (
     decode_inspect,
 )
 from .._core.replicas import decode_ack, wait_command
-from .._core.scripts import Script
 from .._core.waiters import Outcome
 from .._synchronization import Background, Shield
 from ..errors import LockUnavailable, ReplicasUnavailable
@@ -42,8 +40,6 @@ from .breakglass import force_release_lock
 from .client import check_client
 from .handle import Handle
 from .hub import Unread
-from .runtime import Runtime, runtime_for
-from .waiting import wait_turn
 
 __all__ = ["Lock", "RLock"]
 
@@ -277,11 +273,9 @@ class Lock(Handle):
         sent = time.monotonic()
         try:
             # extend.lua: the lease is set only if the lock still holds this token
-            adopted = self._run(EXTEND, ([self._keys.lock], [token, self._ttl_ms]))
-        except BaseException as exc:
+            adopted = self._run(EXTEND, [self._keys.lock], [token, self._ttl_ms], "adopt")
+        except BaseException:
             self._mutex.release()
-            if isinstance(exc, RedisError):
-                raise self._unavailable("adopt", exc) from exc
             raise
         if not int(adopted):
             self._mutex.release()
@@ -292,9 +286,6 @@ class Lock(Handle):
         self._adopted = holding
 
     # -- the conversation with Redis --------------------------------------------------------
-    def _runtime(self) -> Runtime:
-        return runtime_for(self._client)
-
     def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
         runtime = self._runtime()
         hub = runtime.hub_for(self._keys.lock)
@@ -311,28 +302,14 @@ class Lock(Handle):
             return Outcome(refusals=(refusal,), answered=(0,), queued=(0,) if join else ())
 
         def leave(servers: list[int], timeout: float | None) -> None:
-            try:
-                self._run(LEAVE, self._queue_args(token), timeout)
-            except RedisError as exc:
-                raise self._unavailable("leave the queue of", exc) from exc
+            self._run(LEAVE, *self._queue_args(token), "leave the queue of", timeout)
 
         # With wait_replicas, a granted waiter claims in its own attempt, followed by WAIT.
         grantee = None if self._wait is not None else _Grantee(self, owner, token)
-        holding: Holding | None = wait_turn(
-            [hub],
-            token,
-            attempt,
-            leave,
-            deadline=deadline,
-            socket_timeout=runtime.backend.socket_timeout,
-            fallback=self.ttl,
-            listen_error=self._listen_error,
-            grantee=grantee,
+        holding: Holding | None = self._wait_turn(
+            hub, token, attempt, leave, deadline=deadline, fallback=self.ttl, grantee=grantee
         )
         return holding
-
-    def _listen_error(self, server: int, exc: RedisError) -> None:
-        raise self._unavailable("wait for", exc) from exc
 
     def _new_holding(self, owner: Hashable, token: bytes, fence: int, sent: float) -> Holding:
         runtime = self._runtime()
@@ -344,27 +321,26 @@ class Lock(Handle):
             [keys.lock, keys.fence, keys.queue, keys.handoff],
             [token, self._ttl_ms, int(join), self._window_ms, self._channels(), b"", self._mode],
         )
+        wait = self._wait
         acked: Any = None
-        try:
-            if self._wait is None:
-                raw = self._run(ACQUIRE, call)
-            else:
-                raw, acked = self._runtime().backend.run_acknowledged(
-                    ACQUIRE, *call, self._wait, self.wait_timeout
-                )
-        except (ConnectionError, TimeoutError) as exc:
-            # The script may have run and only its reply been lost: release what may be ours,
-            # within what is left of the call's bound.
-            left = budget(deadline, self._runtime().backend.socket_timeout, time.monotonic())
-            Shield.cleanup(lambda timeout: self._undo(token, timeout), left)
-            raise self._unavailable("acquire", exc) from exc
-        except RedisError as exc:
-            raise self._unavailable("acquire", exc) from exc
-        except BaseException:  # cancelled or interrupted with the script possibly applied
-            Shield.background(lambda timeout: self._undo(token, timeout))
-            raise
+        if wait is None:
+            raw = self._run_or_undo(
+                lambda: self._runtime().backend.run(ACQUIRE, *call),
+                lambda timeout: self._undo(token, timeout),
+                "acquire",
+                deadline,
+            )
+        else:
+            raw, acked = self._run_or_undo(
+                lambda: self._runtime().backend.run_acknowledged(
+                    ACQUIRE, *call, wait, self.wait_timeout
+                ),
+                lambda timeout: self._undo(token, timeout),
+                "acquire",
+                deadline,
+            )
         reply = decode_acquire(raw)
-        if self._wait is not None and reply.acquired:
+        if wait is not None and reply.acquired:
             self._check_acknowledged(token, acked)
         return reply
 
@@ -401,7 +377,7 @@ class Lock(Handle):
 
     def _undo(self, token: bytes, timeout: float | None) -> None:
         """Release an acquisition whose grant we may never have seen (quietly)."""
-        self._run(RELEASE, self._queue_args(token), timeout)
+        self._run(RELEASE, *self._queue_args(token), "release", timeout)
 
     def _release_remote(self, holding: Holding) -> None:
         keys, args = self._queue_args(holding.token)
@@ -411,7 +387,7 @@ class Lock(Handle):
             if isinstance(unread, Unread):  # granted: send it behind the claim
                 pending = unread.behind(RELEASE, keys, args)
             if pending is None:
-                released = self._run(RELEASE, (keys, args))
+                released = self._runtime().backend.run(RELEASE, keys, args)
             else:
                 released = self._runtime().backend.receive(pending, None)
         except RedisError as exc:
@@ -422,27 +398,13 @@ class Lock(Handle):
 
     def _set_lease(self, holding: Holding, ttl_ms: int) -> None:
         sent = time.monotonic()
-        try:
-            extended = self._run(EXTEND, ([holding.key], [holding.token, ttl_ms]))
-        except RedisError as exc:
-            raise self._unavailable("extend", exc) from exc
+        extended = self._run(EXTEND, [holding.key], [holding.token, ttl_ms], "extend")
         if not int(extended):
             raise self._mark_lost(holding)
         holding.extended(sent, ttl_ms)
 
-    def _run(
-        self,
-        script: Script,
-        keys_args: tuple[list[bytes], list[Any]],
-        timeout: float | None = None,
-    ) -> Any:
-        return self._runtime().backend.run(script, *keys_args, timeout)
-
     def _inspect(self, token: bytes) -> LockInfo:
-        try:
-            raw = self._run(INSPECT, (self._keys.in_order(), [token]))
-        except RedisError as exc:
-            raise self._unavailable("inspect", exc) from exc
+        raw = self._run(INSPECT, self._keys.in_order(), [token], "inspect")
         return decode_inspect(raw, self.name, self._keys)
 
     def _queue_args(self, token: bytes) -> tuple[list[bytes], list[Any]]:

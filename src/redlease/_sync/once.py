@@ -12,19 +12,18 @@ from types import TracebackType
 from typing import ParamSpec, TypeVar
 
 import redis
-from redis.exceptions import ConnectionError, RedisError, TimeoutError
+from redis.exceptions import RedisError
 
 from .. import _observe
 from .._core import once as core
 from .._core import validate
-from .._core.bounds import budget
 from .._core.lease import Holding, new_token, pid
 from .._core.once import OnceInfo
 from .._core.scripts import Script
-from .._synchronization import Background, Function, Shield
+from .._synchronization import Background, Function
 from ..errors import OnceUnavailable, RunLost
 from .client import check_client
-from .runtime import Runtime, runtime_for
+from .primitive import Primitive
 
 __all__ = ["Once", "OnceRun"]
 
@@ -32,7 +31,7 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-class Once:
+class Once(Primitive):
     """At most one run per period for ``name``, across processes and hosts.
 
     ``Once(client, "nightly-report", every=24 * 3600)``: :meth:`try_start` starts a run and
@@ -55,6 +54,9 @@ class Once:
     Not guaranteed: a holder paused longer than ``ttl`` (GC, SIGSTOP) may still be working when
     another run starts; pass ``run.fence`` to your storage to reject its late writes.
     """
+
+    _unavailable_error = OnceUnavailable
+    _what = "once"
 
     def __init__(
         self,
@@ -107,18 +109,12 @@ class Once:
         token = new_token()
         args = [token, self._ttl_ms, self._every_ms, socket.gethostname(), pid()]
         sent = time.monotonic()
-        try:
-            raw = runtime.backend.run(core.START, self._keys.in_order(), args)
-        except (ConnectionError, TimeoutError) as exc:
-            # The script may have run and only its reply been lost: free what may be ours.
-            left = budget(None, runtime.backend.socket_timeout, time.monotonic())
-            Shield.cleanup(lambda timeout: self._undo(token, timeout), left)
-            raise self._unavailable("start a run of", exc) from exc
-        except RedisError as exc:
-            raise self._unavailable("start a run of", exc) from exc
-        except BaseException:
-            Shield.background(lambda timeout: self._undo(token, timeout))
-            raise
+        raw = self._run_or_undo(
+            lambda: runtime.backend.run(core.START, self._keys.in_order(), args),
+            lambda timeout: self._undo(token, timeout),
+            "start a run of",
+            None,
+        )
         start = core.decode_start(raw, self.name, self._keys)
         if start.status != core.STARTED:
             _observe.not_acquired("once", self._label, time.monotonic() - sent)
@@ -144,10 +140,7 @@ class Once:
 
     def last(self) -> OnceInfo | None:
         """The last run (``None``: none ever started), read atomically in one round trip."""
-        try:
-            raw = self._runtime().backend.run(core.INSPECT, [self._key], [])
-        except RedisError as exc:
-            raise self._unavailable("inspect", exc) from exc
+        raw = self._run(core.INSPECT, [self._key], [], "inspect")
         return core.decode_inspect(raw, self.name, self._keys)
 
     @property
@@ -197,20 +190,12 @@ class Once:
         return once
 
     # -- plumbing ---------------------------------------------------------------------------
-    def _runtime(self) -> Runtime:
-        return runtime_for(self._client)
-
     def _call(self, script: Script, token: bytes, timeout: float | None = None) -> bool:
         raw = self._runtime().backend.run(script, [self._key], [token], timeout)
         return core.decode_finish(raw)[0]
 
     def _undo(self, token: bytes, timeout: float | None) -> None:
         self._call(core.FAIL, token, timeout)
-
-    def _unavailable(self, action: str, exc: BaseException) -> OnceUnavailable:
-        return OnceUnavailable(
-            f"could not {action} once {self.name!r}: Redis failed: {exc}", name=self.name
-        )
 
 
 class OnceRun:

@@ -48,8 +48,11 @@ def _held_by_caller(holds: weakref.WeakSet[Holding], holders: bytes) -> Holding 
 class _AsyncSide(Shared):
     """One side (read or write) of a :class:`ReadWriteLock`: a Lock-like handle."""
 
+    _unavailable_error = LockUnavailable
+
     def __init__(self, rw: ReadWriteLock, what: str, **options: object) -> None:
-        self._errors = Errors(LockUnavailable, LockNotOwned, LockLost, what)
+        self._what = what
+        self._errors = Errors(LockNotOwned, LockLost)
         self._rw = rw
         super().__init__(rw._client, rw.name, keys=rw._keys, **options)  # type: ignore[arg-type]
 
@@ -81,7 +84,7 @@ class _AsyncSide(Shared):
     def __enter__(self: _Side) -> _Side:
         if not self.acquire():  # type: ignore[attr-defined]
             raise NotAcquired(
-                f"{self._errors.what} {self.name!r} was not free {waited(self.timeout)}",
+                f"{self._what} {self.name!r} was not free {waited(self.timeout)}",
                 name=self.name,
             )
         return self

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from types import TracebackType
 
 import redis
-from redis.exceptions import RedisError
 
 from .. import _observe
 from .._core import validate
@@ -47,7 +46,9 @@ class Semaphore(Shared):
     one WARNING (``redlease_event`` ``permits_mismatch``), at its first acquisition.
     """
 
-    _errors = Errors(SemaphoreUnavailable, PermitNotHeld, PermitLost, "semaphore")
+    _unavailable_error = SemaphoreUnavailable
+    _what = "semaphore"
+    _errors = Errors(PermitNotHeld, PermitLost)
     _stored = True
 
     def __init__(
@@ -155,13 +156,8 @@ class Semaphore(Shared):
         Held permits are never revoked; with more permits, waiters that now fit are woken.
         """
         permits = validate.count(permits, "permits", minimum=0)
-        try:
-            previous = self._call(
-                SET_PERMITS,
-                (self._keys.in_order(), [permits, self._window_ms, self._channels()]),
-            )
-        except RedisError as exc:
-            raise self._unavailable("set the permits of", exc) from exc
+        args = [permits, self._window_ms, self._channels()]
+        previous = self._run(SET_PERMITS, self._keys.in_order(), args, "set the permits of")
         before, self.permits = self.permits, permits
         return int(previous) if int(previous) >= 0 else before
 

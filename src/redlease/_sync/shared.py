@@ -18,23 +18,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
-from redis.exceptions import ConnectionError, RedisError, TimeoutError
 
 from .._core import shared, validate
-from .._core.bounds import budget
 from .._core.breakglass import ForceReleased
 from .._core.holder import name_of
 from .._core.lease import Holding, new_token
 from .._core.lock import ACQUIRED
-from .._core.scripts import Script
 from .._core.shared import SharedKeys, Snapshot
 from .._core.waiters import Outcome
-from .._synchronization import Background, Shield
-from ..errors import RedleaseError, Unavailable
+from .._synchronization import Background
+from ..errors import RedleaseError
 from .breakglass import force_release_shared
 from .client import check_client
-from .runtime import Runtime, runtime_for
-from .waiting import wait_turn
+from .primitive import Primitive
 
 __all__ = ["DEFAULT", "Shared", "Errors"]
 
@@ -43,15 +39,14 @@ DEFAULT: Any = object()
 
 @dataclass(frozen=True)
 class Errors:
-    """The errors one primitive raises (each takes ``(message, name=...)``)."""
+    """The errors a holder meets besides ``_unavailable_error`` (each takes ``(message,
+    name=...)``)."""
 
-    unavailable: type[Unavailable]
     not_owned: type[RedleaseError]
     lost: type[RedleaseError]
-    what: str  # "semaphore ...", "read lock ...", in messages
 
 
-class Shared:
+class Shared(Primitive):
     """Acquisitions of units of one shared resource, held by a thread (asyncio: the handle)."""
 
     _errors: Errors
@@ -71,17 +66,18 @@ class Shared:
         keys: SharedKeys,
     ) -> None:
         check_client(client)
-        if not isinstance(renew, bool):
-            raise TypeError(f"renew must be a bool, got {type(renew).__name__}")
+        options = validate.lease_options(
+            ttl, timeout, renew, on_lost, handoff, coroutines=Background.ASYNC
+        )
         self._client = client
         self.name = name
         self._keys = keys
-        self._ttl_ms = validate.lease_ms(ttl)
+        self._ttl_ms = options.ttl_ms
         self.ttl = self._ttl_ms / 1000
-        self.timeout = validate.timeout(timeout)
+        self.timeout = options.timeout
         self.renew = renew
-        self._on_lost = validate.on_lost(on_lost, coroutines=Background.ASYNC)
-        self._window_ms = validate.window_ms(handoff, "handoff")
+        self._on_lost = options.on_lost
+        self._window_ms = options.window_ms
         # holder (process and thread, or event loop) -> its acquisitions, latest last
         self._held: dict[Hashable, list[Holding]] = {}
 
@@ -130,17 +126,9 @@ class Shared:
         if not stack:
             del self._held[holder]
 
-    def _runtime(self) -> Runtime:
-        return runtime_for(self._client)
-
     # -- acquire ----------------------------------------------------------------------------
     def _deadline(self, blocking: bool, timeout: float | None) -> tuple[float | None, float | None]:
-        if not blocking:
-            if timeout is not DEFAULT and validate.timeout(timeout) is not None:
-                raise ValueError("timeout must not be given when blocking is False")
-            limit: float | None = 0.0
-        else:
-            limit = self.timeout if timeout is DEFAULT else validate.timeout(timeout)
+        limit = validate.wait_limit(blocking, timeout, self.timeout, given=timeout is not DEFAULT)
         return limit, None if limit is None else time.monotonic() + limit
 
     def _take(
@@ -160,20 +148,11 @@ class Shared:
             return Outcome(refusals=(refusal,), answered=(0,), queued=(0,) if join else ())
 
         def leave(servers: list[int], timeout: float | None) -> None:
-            try:
-                self._call(shared.LEAVE, self._queue_args(token), timeout)
-            except RedisError as exc:
-                raise self._unavailable("leave the queue of", exc) from exc
+            self._run(shared.LEAVE, *self._queue_args(token), "leave the queue of", timeout)
 
-        holding: Holding | None = wait_turn(
-            [runtime.hub_for(self._keys.holders)],
-            token,
-            attempt,
-            leave,
-            deadline=deadline,
-            socket_timeout=runtime.backend.socket_timeout,
-            fallback=self.ttl,
-            listen_error=self._listen_error,
+        hub = runtime.hub_for(self._keys.holders)
+        holding: Holding | None = self._wait_turn(
+            hub, token, attempt, leave, deadline=deadline, fallback=self.ttl
         )
         if holding is not None:
             holding.holder = holder
@@ -182,9 +161,6 @@ class Shared:
                 holding.renewed = True
                 runtime.renewer.add(holding)
         return holding
-
-    def _listen_error(self, server: int, exc: RedisError) -> None:
-        raise self._unavailable("wait for", exc) from exc
 
     def _holding(self, owner: Hashable, token: bytes, fence: int, sent: float) -> Holding:
         return Holding(
@@ -215,25 +191,19 @@ class Shared:
         ]
         if value is not None:
             args.append(value)
-        try:
-            raw = self._call(shared.ACQUIRE, (self._keys.in_order(), args))
-        except (ConnectionError, TimeoutError) as exc:
-            # The script may have run and only its reply been lost: give back what may be ours.
-            left = budget(deadline, self._runtime().backend.socket_timeout, time.monotonic())
-            Shield.cleanup(lambda timeout: self._undo(token, timeout), left)
-            raise self._unavailable("acquire", exc) from exc
-        except RedisError as exc:
-            raise self._unavailable("acquire", exc) from exc
-        except BaseException:
-            Shield.background(lambda timeout: self._undo(token, timeout))
-            raise
+        raw = self._run_or_undo(
+            lambda: self._runtime().backend.run(shared.ACQUIRE, self._keys.in_order(), args),
+            lambda timeout: self._undo(token, timeout),
+            "acquire",
+            deadline,
+        )
         acquired = shared.decode_acquire(raw)
         if acquired.capacity is not None:
             self._stored_capacity(acquired.capacity)
         return acquired.reply.status, acquired.reply.value
 
     def _undo(self, token: bytes, timeout: float | None) -> None:
-        self._call(shared.RELEASE, self._queue_args(token), timeout)
+        self._run(shared.RELEASE, *self._queue_args(token), "release", timeout)
 
     # -- release ----------------------------------------------------------------------------
     def _give(self, action: str = "release") -> Holding:
@@ -248,17 +218,14 @@ class Shared:
                 else f"this {Background.HOLDER} holds nothing through this handle"
             )
             raise self._errors.not_owned(
-                f"cannot {action} {self._errors.what} {self.name!r}: {why}", name=self.name
+                f"cannot {action} {self._what} {self.name!r}: {why}", name=self.name
             )
         holding = stack.pop(_latest(stack))
         if not stack:
             del self._held[holder]
         if not self._runtime().renewer.release(holding):
             raise self._lost()
-        try:
-            released = self._call(shared.RELEASE, self._queue_args(holding.token))
-        except RedisError as exc:
-            raise self._unavailable(action, exc) from exc
+        released = self._run(shared.RELEASE, *self._queue_args(holding.token), action)
         if not int(released):
             holding.lost = True
             raise self._lost()
@@ -276,15 +243,10 @@ class Shared:
             stored=self._stored,
             token=token,
             handoff=self._window_ms / 1000,
-            unavailable=self._errors.unavailable,
+            unavailable=self._unavailable_error,
         )
 
     # -- the conversation with Redis --------------------------------------------------------
-    def _call(
-        self, script: Script, keys_args: tuple[list[bytes], list[Any]], timeout: float | None = None
-    ) -> Any:
-        return self._runtime().backend.run(script, *keys_args, timeout)
-
     def _channels(self) -> bytes:
         """The prefix of the channels the scripts tell waiters on (see ``runtime.channels``)."""
         return self._runtime().channels(self._keys.holders)
@@ -295,25 +257,14 @@ class Shared:
         return self._keys.in_order(), args
 
     def _snapshot(self, token: bytes = b"") -> Snapshot:
-        try:
-            raw = self._call(
-                shared.INSPECT,
-                (self._keys.in_order(), [token, self._capacity(), int(self._stored)]),
-            )
-        except RedisError as exc:
-            raise self._unavailable("inspect", exc) from exc
+        args = [token, self._capacity(), int(self._stored)]
+        raw = self._run(shared.INSPECT, self._keys.in_order(), args, "inspect")
         return shared.decode_inspect(raw, self.name, self._keys)
 
     # -- errors -----------------------------------------------------------------------------
-    def _unavailable(self, action: str, exc: BaseException) -> Unavailable:
-        return self._errors.unavailable(
-            f"could not {action} {self._errors.what} {self.name!r}: Redis failed: {exc}",
-            name=self.name,
-        )
-
     def _lost(self) -> RedleaseError:
         return self._errors.lost(
-            f"{self._errors.what} {self.name!r} was lost before release: its lease ran out",
+            f"{self._what} {self.name!r} was lost before release: its lease ran out",
             name=self.name,
         )
 
