@@ -99,8 +99,9 @@ async def test_a_lock_does_not_take_a_semaphore_waiters_place(
 
     got, (took, left) = await AsyncTasks.gather(wait, meddle)
     if old_layout:
-        # The lock "granted" itself to the semaphore's waiter: off the queue, and refused.
-        assert (took, left) == (False, 0)
+        # The lock, free, refused itself: it "granted" itself to the semaphore's waiter (which
+        # may have queued again by the time the queue is read, so only the refusal is sure).
+        assert took is False
         return
     assert (took, left, got) == (True, 1, True)
 
