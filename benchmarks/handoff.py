@@ -92,6 +92,7 @@ LIBS: dict[str, str] = {
     "redlease-async": "redlease.asyncio Lock",
     "redlease-barging": "redlease Lock(fair=False)",
     "redis-py": "redis-py Lock (sleep=0.1)",
+    "redlease-compat": "redis-py's API on redlease (lock_class=redlease.compat.Lock)",
     "python-redis-lock": "python-redis-lock",
     "fifo-floor": "floor: one token, BLPOP/RPUSH",
 }
@@ -117,6 +118,10 @@ def make_sync_lock(lib: str, client: Any, name: str, ttl: float) -> Any:
         return redlease.Lock(client, name, ttl=ttl, fair=False)
     if lib == "redis-py":
         return client.lock(name, timeout=ttl)
+    if lib == "redlease-compat":
+        import redlease.compat
+
+        return client.lock(name, timeout=ttl, lock_class=redlease.compat.Lock)
     if lib == "python-redis-lock":
         import redis_lock
 
@@ -157,7 +162,7 @@ def make_async_lock(lib: str, client: Any, name: str, ttl: float) -> Any:
 
 def lease_key(lib: str, name: str) -> str:
     """The Redis key whose PTTL is the holder's lease, per library."""
-    if lib in ("redlease", "redlease-async", "redlease-barging"):
+    if lib in ("redlease", "redlease-async", "redlease-barging", "redlease-compat"):
         return f"redlease:{{{name}}}:lock"
     if lib == "redis-py":
         return name
