@@ -462,7 +462,7 @@ class Unread:
         ok: bool | BaseException
         try:
             ok, server_ms = decode_claim(hub._backend.receive(pending, timeout))
-        except (RedisError, ValueError) as exc:
+        except Exception as exc:  # any library's failure: the watchdog that reads it goes on
             ok = exc
         else:
             hub.clock(server_ms, time.monotonic())
