@@ -52,6 +52,7 @@ def install(observer: Observer | None) -> Observer | None:
     global _observer
     with _guard:
         previous, _observer = _observer, observer
+        _failed.clear()  # ids of observers no longer installed may be reused by new ones
     return previous
 
 

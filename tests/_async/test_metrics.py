@@ -199,6 +199,24 @@ async def test_an_observer_that_raises_is_logged_once_and_ignored(
     assert len(failed) == 1 and failed[0].levelno == logging.ERROR
 
 
+async def test_an_observer_installed_again_is_logged_again(
+    async_client: redis.asyncio.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each install logs its observer's first failure: a new observer may reuse the id of
+    one that failed before (the reason a failure was logged nowhere in one CI run)."""
+    broken = Broken()
+    previous = metrics.use(broken)
+    try:
+        for _ in range(2):
+            metrics.use(broken)
+            async with redlease.Lock(async_client, "m:again"):
+                pass
+    finally:
+        metrics.use(previous)
+    failed = [r for r in caplog.records if getattr(r, "redlease_event", "") == "observer_failed"]
+    assert len(failed) == 2
+
+
 def test_use_checks_its_argument() -> None:
     with pytest.raises(TypeError, match="observer must be"):
         metrics.use(object())  # type: ignore[arg-type]
