@@ -520,6 +520,10 @@ class AsyncBackend:
         except (ConnectionError, TimeoutError) as exc:
             self._failed(exc)
             raise
+        except (OSError, ValueError) as exc:  # the socket closed under the read by close()
+            if self.closed:
+                raise ConnectionError("closed by redlease.close() before the reply") from exc
+            raise
         if self._health.down:
             self._root._answered()
         return reply
