@@ -449,7 +449,8 @@ class _Grantee:
                 _observe.lost(holding, "claim")
             # (off this thread: it may be a waiter reading the hub, or the watchdog)
             self._lock._runtime().renewer.notify(holding.mark_lost())
-        # A failed call: the holding keeps the grant's short lease; the watchdog finds out.
+        else:  # a failed call: the short lease stays, and the watchdog finds out, waiting
+            holding.reach = sent_at + holding.ttl_ms / 1000  # as long as a landed claim lasts
 
     def abandon(self, holding: Holding) -> None:
         holding.released = True

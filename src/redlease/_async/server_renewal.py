@@ -32,7 +32,7 @@ class AsyncServerRenewal:
         socket timeout, e.g. because another caller holds the open connection) would only
         learn too late that the lease ran out, and tell ``on_lost`` late.
         """
-        end = min(h.expires_at for h in due)
+        end = min(h.renew_by() for h in due)
         limit = self.backend.socket_timeout  # (a long lease: no longer than any call)
         pending: list[Pending] = []
         try:

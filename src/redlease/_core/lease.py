@@ -102,6 +102,9 @@ class Holding:
     # asyncio): ``expires_at`` is the grant's short lease until it is. Release, extend and the
     # watchdog call it first (see ``waiters.Grantee.unread``; the watchdog with a deadline).
     settle: Callable[..., Any] | None = field(default=None, repr=False)
+    # A grant whose claim's reply was lost: if the claim landed, the lease runs until then on
+    # the server (monotonic clock), so a renewal may wait that long for its reply.
+    reach: float = 0.0
 
     @property
     def inherited(self) -> bool:
@@ -116,6 +119,11 @@ class Holding:
     def ran_out(self, now: float) -> bool:
         """Whether the lease has surely run out at ``now`` (monotonic clock)."""
         return self.expires_at <= now
+
+    def renew_by(self) -> float:
+        """The latest a renewal of this holding is worth a reply: its lease end, or a lost
+        claim's if that is later (monotonic clock)."""
+        return max(self.expires_at, self.reach)
 
     def extended(self, sent_at: float, ttl_ms: int) -> None:
         """Record a successful extend/renew that was sent at ``sent_at``."""

@@ -69,7 +69,7 @@ class ClusterRenewal:
 
         Bounded by the shortest lease left in the batch, as on one server.
         """
-        end = min(h.expires_at for h in due)
+        end = min(h.renew_by() for h in due)
         with connecting_by(end):  # a connection opened for it: by the earliest lease end
             return self._renew(script, due, end)
 
