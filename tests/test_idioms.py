@@ -138,6 +138,10 @@ async def async_worker(
                 await handle.release()
             except aredlease.Unavailable:
                 tally.count("release: Unavailable")
+            except (aredlease.LockLost, aredlease.PermitLost):
+                # A lease lost across a killed connection: the safe outcome, which the
+                # exclusion check covers (no other holder may have been let in meanwhile).
+                tally.count("release: lost")
             except aredlease.RedleaseError as exc:
                 tally.failed(f"{kind} via {idiom}: {type(exc).__name__}: {exc}")
 
@@ -311,6 +315,8 @@ def sync_worker(
                 handle.release()
             except redlease.Unavailable:
                 tally.count("release: Unavailable")
+            except (redlease.LockLost, redlease.PermitLost):  # across a kill: as above
+                tally.count("release: lost")
             except redlease.RedleaseError as exc:
                 tally.failed(f"{kind}: {type(exc).__name__}: {exc}")
 
