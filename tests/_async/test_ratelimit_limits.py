@@ -127,6 +127,8 @@ async def test_token_bucket_bursts_then_refills_at_the_rate(
 # -- sliding window -------------------------------------------------------------------------
 async def test_sliding_window_spreads_the_next_window(async_client: redis.asyncio.Redis) -> None:
     limiter = redlease.RateLimiter(async_client, "api", rate="4/second", algorithm="sliding")
+    _, micros = await async_client.time()  # start just after a window begins (server clock),
+    await AsyncTasks.sleep(1.0 - int(micros) / 1e6 + 0.02)  # so all 5 hits fall in one
     results = [await limiter.hit("s") for _ in range(5)]
     assert [r.allowed for r in results] == [True] * 4 + [False]
     refused = results[4]

@@ -128,6 +128,8 @@ def test_token_bucket_bursts_then_refills_at_the_rate(
 # -- sliding window -------------------------------------------------------------------------
 def test_sliding_window_spreads_the_next_window(client: redis.Redis) -> None:
     limiter = redlease.RateLimiter(client, "api", rate="4/second", algorithm="sliding")
+    _, micros = client.time()  # start just after a window begins (server clock),
+    Tasks.sleep(1.0 - int(micros) / 1e6 + 0.02)  # so all 5 hits fall in one
     results = [limiter.hit("s") for _ in range(5)]
     assert [r.allowed for r in results] == [True] * 4 + [False]
     refused = results[4]
