@@ -102,6 +102,11 @@ def pack_command(parts: tuple[Any, ...]) -> bytes:
     return b"".join(out)
 
 
+def socket_of(conn: Any) -> Any:
+    """redis-py's socket of a connection (a private attribute: the one place we read it)."""
+    return conn._sock
+
+
 def _version_tuple(text: str) -> tuple[int, ...] | None:
     match = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
     if match is None:

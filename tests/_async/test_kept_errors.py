@@ -21,7 +21,7 @@ import redis.asyncio
 from redis.exceptions import ConnectionError
 
 import redlease.asyncio as redlease
-from redlease import _fanout as fanout_module
+from redlease import _fanout_results as fanout_module
 from redlease import metrics
 from redlease._async import cluster_pubsub
 from redlease._async import hub as hub_module

@@ -22,7 +22,7 @@ import redis
 from redis.exceptions import ConnectionError
 
 import redlease as redlease
-from redlease import _fanout as fanout_module
+from redlease import _fanout_results as fanout_module
 from redlease import metrics
 from redlease._sync import cluster_pubsub
 from redlease._sync import hub as hub_module
