@@ -23,6 +23,7 @@ import redlease
 from redlease import _fanout_sync
 from redlease._fanout import LATE, FanOut
 from redlease._sync import redlock as sync_redlock
+from redlease._sync import redlock_servers as sync_servers
 from redlease._sync.client import Backend
 from redlease.server import RedisServer
 
@@ -217,7 +218,7 @@ def test_twin_identifying_in_turn_before_every_acquire(
 ) -> None:
     """The checks above catch identification one server at a time (each hung one's
     handshake waited out in turn), asked again before every acquire."""
-    monkeypatch.setattr(sync_redlock, "hung", lambda backend: False)
+    monkeypatch.setattr(sync_servers, "hung", lambda backend: False)
     monkeypatch.setattr(
         FanOut, "gather", staticmethod(lambda fn, items: [_outcome(fn, item) for item in items])
     )
