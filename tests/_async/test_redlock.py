@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
 import redis.asyncio
 
 import redlease.asyncio as redlease
+from redlease._async import redlock as redlock_module
+from redlease._async.redlock_servers import AsyncRedlockServers
 from redlease._core.lease import Holding
-from redlease._core.lock import LockKeys
+from redlease._core.lock import ACQUIRE, LockKeys
+from redlease._core.scripts import Script
 from redlease.server import RedisServer
 from tests._async.helpers import wait_until
 from tests._async.test_lock import paused_after_the_grant
@@ -250,3 +254,48 @@ async def test_twin_without_the_check_a_redlock_returns_a_lease_already_over(
     lock = redlease.Redlock(async_redlock_clients, "arrival", ttl=0.5)
     got, owned, _ = await paused_after_the_grant(lock, monkeypatch, 0.8)
     assert got and not owned  # fails the check above: True, yet not held
+
+
+async def rounds_per_acquire_release(clients: list[Any], monkeypatch: Any) -> float:
+    """Rounds (one script on the servers, awaited) per uncontended acquire+release, over 20
+    of them, with their fences checked to strictly increase."""
+    rounds: list[str] = []
+    original = AsyncRedlockServers.round
+
+    async def counted(self: Any, script: Any, *args: Any, **kwargs: Any) -> Any:
+        rounds.append(script.name)
+        return await original(self, script, *args, **kwargs)
+
+    monkeypatch.setattr(AsyncRedlockServers, "round", counted)
+    lock = redlease.Redlock(clients, "rounds", ttl=10.0, renew=False, server_timeout=1.0)
+    assert await lock.acquire()  # connections open, scripts loaded
+    await lock.release()
+    rounds.clear()
+    fences = []
+    for _ in range(20):
+        assert await lock.acquire()
+        fences.append(lock.fence)
+        await lock.release()
+    assert fences == sorted(set(fences)), fences
+    return len(rounds) / 20
+
+
+async def test_an_uncontended_redlock_takes_two_rounds(
+    async_redlock_clients: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The granting servers' counters agree (since the last write-back) and they issue the
+    fence in whole seconds of their time, so they issue the same one and nothing is written
+    back to them (fence.lua): acquire and release, as a do-nothing Redlock."""
+    assert await rounds_per_acquire_release(async_redlock_clients, monkeypatch) <= 2.1
+
+
+async def test_twin_servers_issuing_fences_in_us_need_a_write_back_round(
+    async_redlock_clients: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check above catches an acquire whose granting servers issue their time in us (all
+    different): the merged fence goes back to them, one more round."""
+    source = ACQUIRE.source.replace("us - us % 1000000", "us")
+    assert source != ACQUIRE.source
+    exact = Script("acquire", source, hashlib.sha1(source.encode()).hexdigest())
+    monkeypatch.setattr(redlock_module, "ACQUIRE", exact)
+    assert await rounds_per_acquire_release(async_redlock_clients, monkeypatch) >= 2.5

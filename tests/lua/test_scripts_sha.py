@@ -34,7 +34,7 @@ def all_scripts() -> dict[str, Script]:
 
 SCRIPTS = all_scripts()
 PINNED = {
-    "acquire": "a9d04f890bb220a7459859226359eebda18d4679",
+    "acquire": "dce4aa11889ab20556570d753ec913b7734b1341",
     "cache_arm": "401d7fafa88742237b9f52d5effd52dd90bb6a84",
     "cache_invalidate": "5adbebff6c3d181acf561e24449551248d0a1769",
     "cache_read": "1f0f0732826380c6b9cff158a4abf3d2ac158b26",

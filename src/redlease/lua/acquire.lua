@@ -18,7 +18,8 @@
 --                  T message; Redlock tells it from a few of its servers only: one message is
 --                  enough). Reservations (H, N) are told all the same.
 -- Returns {1, fence}       acquired; fence = the new fencing token (strictly increasing per name,
---                          at least the server's time in us: common_lib.lua's next_fence)
+--                          at least the server's time in us: common_lib.lua's next_fence;
+--                          mode R: in whole seconds, so the servers of one round agree)
 --                          Mode R: {1, 0, us} when this server has no counter for the name
 --                          (never used here, or the server lost its data): none is created;
 --                          us = the server's time in us; the client writes the merged fence
@@ -92,10 +93,16 @@ end
 
 -- Mode R (Redlock): a counter is only ever raised, never created: a server that lost its data
 -- must not hand out a count from 0 (see redlock.py). A missing counter answers 0 and the
--- server's time in us; fence.lua creates it with the merged fence.
+-- server's time in us; fence.lua creates it with the merged fence. The fence is next_fence's
+-- with the time rounded down to the second: the servers of a round, whose counters agree
+-- since the last write-back, then issue the same fence, and none needs it written back. It
+-- stays at most the server's time, so a fence after the counter's loss is still larger.
 local function granted()
   if redis.call('EXISTS', fence) == 0 then return {1, 0, now_us()} end
-  return {1, next_fence(fence)}
+  local us = now_us()
+  local issued = math.max(tonumber(redis.call('GET', fence)) + 1, us - us % 1000000)
+  redis.call('SET', fence, string.format('%d', issued))
+  return {1, issued}
 end
 
 -- Mode R. Nobody queued ahead of us: try the lock itself (the uncontended path).
