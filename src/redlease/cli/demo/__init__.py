@@ -21,7 +21,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from ...server import RedisServer, ServerNotFound, ServerStartError, find_server_binary
-from .._common import EX_UNAVAILABLE, EX_USAGE, CliError, global_options, handler_defaults, redact
+from .._common import EX_UNAVAILABLE, EX_USAGE, CliError, global_options, handler_defaults
+from .._connection import redact
 from . import counter, flashsale
 
 __all__ = ["add_parser", "command", "demo_server"]

@@ -25,7 +25,8 @@ from typing import Any, TextIO
 
 import redlease
 
-from .._common import CliError, check_connection, close_client, make_client
+from .._common import CliError
+from .._connection import check_connection, close_client, make_client
 from .crew import Crew
 from .report import Progress, percentile, table
 from .strategies import (
