@@ -1,10 +1,10 @@
-"""A lock handle in one process: one acquire+release as a timed operation, the warm-up of
-its waiting path, and the private event loop an asyncio handle runs in."""
+"""A lock handle in one process: one acquire+release as a timed operation, the raw floor
+every lease lock is measured against, and the warm-up of a lock's waiting path."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import secrets
 import threading
 import time
 from typing import Any
@@ -16,6 +16,26 @@ CAD_SCRIPT = (
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) "
     "else return 0 end"
 )
+
+
+def raw_floor(client: Any, sha: str, key: str, is_async: bool = False) -> Op:
+    """The least a lease lock does, as a timed operation: ``SET key token NX PX 10000`` of a
+    random token, then ``EVALSHA`` of :data:`CAD_SCRIPT` (loaded as ``sha``) to delete it."""
+    if is_async:
+
+        async def afloor() -> None:
+            token = secrets.token_hex(16)
+            await client.set(key, token, nx=True, px=10000)
+            await client.evalsha(sha, 1, key, token)
+
+        return True, afloor
+
+    def floor() -> None:
+        token = secrets.token_hex(16)
+        client.set(key, token, nx=True, px=10000)
+        client.evalsha(sha, 1, key, token)
+
+    return False, floor
 
 
 def acquire_release(lock: Any, is_async: bool, failure: str) -> Op:
@@ -36,19 +56,6 @@ def acquire_release(lock: Any, is_async: bool, failure: str) -> Op:
         lock.release()
 
     return False, sop
-
-
-def close_loop(loop: asyncio.AbstractEventLoop) -> None:
-    """Cancel the tasks still pending (waiting at most 5 s for them), then close the loop."""
-    with contextlib.suppress(Exception):
-        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-        for task in pending:
-            task.cancel()
-        if pending:
-            loop.run_until_complete(
-                asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), 5)
-            )
-    loop.close()
 
 
 def wait_once(holder: Any, waiter: Any, loop: asyncio.AbstractEventLoop | None) -> bool:

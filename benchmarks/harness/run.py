@@ -3,6 +3,7 @@ measuring itself wrapped so that children are reaped and servers stopped whateve
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import signal
@@ -78,14 +79,14 @@ class Progress:
         """``section[f"{lib}/{n}"] = bench(lib, n)`` for every size, every library (guarded)."""
         for n in sizes:
             for lib in libs:
-                self.guarded(section, f"{lib}/{n}", lambda lib=lib, n=n: bench(lib, n))
+                self.guarded(section, f"{lib}/{n}", functools.partial(bench, lib, n))
 
     def per_library(
         self, section: dict[str, Any], libs: list[str], bench: Callable[[str], dict[str, Any]]
     ) -> None:
         """``section[lib] = bench(lib)`` for every library (guarded)."""
         for lib in libs:
-            self.guarded(section, lib, lambda lib=lib: bench(lib))
+            self.guarded(section, lib, functools.partial(bench, lib))
 
     def measure(
         self, data: dict[str, Any], body: Callable[[], None], cleanup: Callable[[], None]

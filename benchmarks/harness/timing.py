@@ -4,6 +4,8 @@ machine hit every row alike, and their percentiles."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import inspect
 import math
 import statistics
 import time
@@ -14,6 +16,8 @@ from harness.report import error_text
 
 T = TypeVar("T")
 Op = tuple[bool, Callable[[], Any]]  # (is it a coroutine function, one timed call)
+Closers = list[Callable[[], Any]]
+Build = Callable[[asyncio.AbstractEventLoop, Closers, dict[str, str]], dict[str, Op]]
 
 
 def pct(sorted_values: list[float] | list[int], q: float) -> float:
@@ -137,3 +141,41 @@ def latency_rows(
     for key, err in errors.items():
         out[key] = {"error": err}
     return out
+
+
+def close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel the tasks still pending (waiting at most 5 s for them), then close the loop."""
+    with contextlib.suppress(Exception):
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(
+                asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), 5)
+            )
+    loop.close()
+
+
+def interleaved_rows(
+    build: Build, warm: int, iters: int, rounds: int, async_timeout: float | None = None
+) -> dict[str, Any]:
+    """:func:`time_interleaved` on a private loop, as rows (:func:`latency_rows`).
+
+    ``build(loop, closers, errors)`` makes the ops (one it cannot make goes into ``errors``)
+    and appends to ``closers`` what closes their clients: each is called after the rounds, in
+    order, and a coroutine it returns is run on the loop (at most 5 s); then the loop closes.
+    """
+    loop = asyncio.new_event_loop()
+    errors: dict[str, str] = {}
+    closers: Closers = []
+    try:
+        ops = build(loop, closers, errors)
+        lat, wall = time_interleaved(loop, ops, errors, warm, iters, rounds, async_timeout)
+    finally:
+        for close in closers:
+            with contextlib.suppress(Exception):
+                result = close()
+                if inspect.isawaitable(result):
+                    loop.run_until_complete(asyncio.wait_for(result, 5))
+        close_loop(loop)
+    return latency_rows(lat, wall, errors)

@@ -4,14 +4,11 @@ floor, on the server and on the cluster, interleaved: cluster / server."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import secrets
-from collections.abc import Callable
 from typing import Any
 
-from harness.locks import CAD_SCRIPT, acquire_release, close_loop
+from harness.locks import CAD_SCRIPT, acquire_release, raw_floor
 from harness.report import error_text
-from harness.timing import Op, latency_rows, time_interleaved
+from harness.timing import Closers, Op, interleaved_rows
 
 from suites.cluster.config import DIRECT_SUFFIX, DIRECTS, KINDS, Config
 from suites.handoff.libs import (
@@ -24,21 +21,24 @@ from suites.handoff.libs import (
 
 
 def _ops(
-    urls: dict[str, str], run_id: str, loop: asyncio.AbstractEventLoop, closers: list
-) -> tuple[dict[str, Op], dict[str, str]]:
+    urls: dict[str, str],
+    run_id: str,
+    loop: asyncio.AbstractEventLoop,
+    closers: Closers,
+    errors: dict[str, str],
+) -> dict[str, Op]:
     """Every kind of operation on every topology, keyed ``topology/kind``; each with its own
     sync client, the asyncio ones sharing one client per topology."""
     import redis
 
     ops: dict[str, Op] = {}
-    errors: dict[str, str] = {}
     failure = "uncontended acquire returned False"
     for topo, url in urls.items():
         try:
             sclient = sync_client(url)
             closers.append(sclient.close)
             aclient = loop.run_until_complete(make_async_client(url))
-            closers.append(lambda c=aclient: loop.run_until_complete(c.aclose()))
+            closers.append(aclient.aclose)
         except Exception as exc:
             for kind in KINDS:
                 errors[f"{topo}/{kind}"] = error_text(exc)
@@ -46,25 +46,15 @@ def _ops(
         sha = sclient.script_load(CAD_SCRIPT)  # on a cluster: on every master
         key = f"bench:{run_id}:floor:{topo}"
 
-        def floor(c: Any = sclient, key: str = key, sha: str = sha) -> None:
-            token = secrets.token_hex(16)
-            c.set(key, token, nx=True, px=10000)
-            c.evalsha(sha, 1, key, token)
-
-        async def afloor(c: Any = aclient, key: str = key + ":a", sha: str = sha) -> None:
-            token = secrets.token_hex(16)
-            await c.set(key, token, nx=True, px=10000)
-            await c.evalsha(sha, 1, key, token)
-
-        ops[f"{topo}/floor"] = (False, floor)
+        ops[f"{topo}/floor"] = raw_floor(sclient, sha, key)
         if topo == "cluster":
             # Diagnostic: the same two commands from a plain redis.Redis straight to the slot's
             # master: the cluster's own cost (replication, more servers), without RedisCluster's.
             node = sclient.get_node_from_key(key)
             direct = redis.Redis(host=node.host, port=node.port)
             closers.append(direct.close)
-            ops[f"cluster/floor{DIRECT_SUFFIX}"] = (False, lambda c=direct: floor(c))
-        ops[f"{topo}/floor-async"] = (True, afloor)
+            ops[f"cluster/floor{DIRECT_SUFFIX}"] = raw_floor(direct, sha, key)
+        ops[f"{topo}/floor-async"] = raw_floor(aclient, sha, key + ":a", is_async=True)
         name = f"bench:{run_id}:solo:{topo}"
         lock = make_sync_lock("redlease", sclient, name, 10.0)
         ops[f"{topo}/redlease"] = acquire_release(lock, False, failure)
@@ -79,22 +69,18 @@ def _ops(
             ops[f"cluster/redlease{DIRECT_SUFFIX}"] = acquire_release(dlock, False, failure)
         alock = make_async_lock("redlease-async", aclient, name + ":a", 10.0)
         ops[f"{topo}/redlease-async"] = acquire_release(alock, True, failure)
-    return ops, errors
+    return ops
 
 
 def bench_uncontended(cfg: Config, urls: dict[str, str], run_id: str) -> dict[str, Any]:
-    """Interleaved rounds (py's loop): every op on both topologies, order rotated."""
-    loop = asyncio.new_event_loop()
-    closers: list[Callable[[], None]] = []
-    try:
-        ops, errors = _ops(urls, run_id, loop, closers)
-        lat, wall = time_interleaved(loop, ops, errors, cfg.warm, cfg.iters, cfg.rounds)
-    finally:
-        for close in reversed(closers):
-            with contextlib.suppress(Exception):
-                close()
-        close_loop(loop)
-    out = latency_rows(lat, wall, errors)
+    """Interleaved rounds (the harness's loop): every op on both topologies, order rotated."""
+
+    def build(
+        loop: asyncio.AbstractEventLoop, closers: Closers, errors: dict[str, str]
+    ) -> dict[str, Op]:
+        return _ops(urls, run_id, loop, closers, errors)
+
+    out = interleaved_rows(build, cfg.warm, cfg.iters, cfg.rounds)
     for kind in (*KINDS, *DIRECTS):
         srv = out.get(f"server/{kind.removesuffix(DIRECT_SUFFIX)}", {})
         clu = out.get(f"cluster/{kind}", {})

@@ -8,7 +8,7 @@ from typing import Any
 
 from harness.report import error_text
 from harness.servers import command_calls
-from harness.spawn import collect, now_ns
+from harness.spawn import now_ns
 
 from suites.cluster.config import NOT_COUNTED, WAIT_TTL, Config
 from suites.handoff.workers import HeldLock
@@ -71,13 +71,9 @@ def bench_waiting(cfg: Config, ctx: Any, url: str, ports: list[int], run_id: str
             per_waiter_per_s=max(0.0, extra) / n / seconds,
             window_end_after_hold_s=end_after_hold,
         )
-        held.let_go.value = 1
-        got = collect(held.results, n, timeout=30.0 + n * 1.0, procs=held.waiters)
-        late = [e for _, _, _, e in got if e]
-        if len(got) < n:
-            late.append(f"{n - len(got)} waiter(s) never acquired after the release")
+        late = held.hand_over()
         if late:
-            row["after_release_errors"] = late[:3]
+            row["after_release_errors"] = late
     except Exception as exc:
         row["error"] = error_text(exc)
     finally:

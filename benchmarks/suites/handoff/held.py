@@ -42,13 +42,9 @@ def bench_waiting(cfg: Config, ctx: Any, lib: str, run_id: str) -> dict[str, Any
             per_waiter_per_s=commands / n / seconds,
             window_end_after_hold_s=(w1 - t_held) / 1e9,
         )
-        held.let_go.value = 1
-        got = collect(held.results, n, timeout=30.0 + n * 1.0, procs=held.waiters)
-        late = [e for _, _, _, e in got if e]
-        if len(got) < n:
-            late.append(f"{n - len(got)} waiter(s) never acquired after the release")
+        late = held.hand_over()
         if late:
-            row["after_release_errors"] = late[:3]
+            row["after_release_errors"] = late
     except Exception as exc:
         row["error"] = error_text(exc)
     finally:

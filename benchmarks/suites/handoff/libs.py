@@ -10,9 +10,10 @@ import time
 from typing import Any
 
 from harness.cpu import server_cpu
-from harness.locks import close_loop, wait_once
+from harness.locks import wait_once
 from harness.servers import calls
 from harness.spawn import now_ns
+from harness.timing import close_loop
 
 LIBS: dict[str, str] = {
     "redlease": "redlease Lock",

@@ -4,14 +4,12 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
-from collections.abc import Callable
 from typing import Any
 
-from harness.locks import CAD_SCRIPT, acquire_release, close_loop
+from harness.locks import CAD_SCRIPT, acquire_release, raw_floor
 from harness.report import error_text
-from harness.timing import Op, latency_rows, time_interleaved
+from harness.timing import Closers, Op, interleaved_rows
 
 from suites.handoff.config import Config
 from suites.handoff.libs import (
@@ -23,7 +21,7 @@ from suites.handoff.libs import (
 )
 
 
-def _floor_ops(cfg: Config, run_id: str, aclient: Any, closers: list) -> dict[str, Op]:
+def _floor_ops(cfg: Config, run_id: str, aclient: Any, closers: Closers) -> dict[str, Op]:
     """The raw floors, sync and asyncio: SET NX PX of a random token, EVALSHA compare-and-delete."""
     import redis
 
@@ -33,19 +31,6 @@ def _floor_ops(cfg: Config, run_id: str, aclient: Any, closers: list) -> dict[st
 
     r = redis.Redis.from_url(cfg.url)
     closers.append(r.close)
-    floor_key = f"bench:{run_id}:floor"
-
-    def floor() -> None:
-        token = secrets.token_hex(16)
-        r.set(floor_key, token, nx=True, px=10000)
-        r.evalsha(sha, 1, floor_key, token)
-
-    afloor_key = f"bench:{run_id}:afloor"
-
-    async def afloor() -> None:
-        token = secrets.token_hex(16)
-        await aclient.set(afloor_key, token, nx=True, px=10000)
-        await aclient.evalsha(sha, 1, afloor_key, token)
 
     # The kept-connection floors: the same two commands on one connection taken from a pool
     # once (send, then read; no pool checkout per call).
@@ -76,15 +61,15 @@ def _floor_ops(cfg: Config, run_id: str, aclient: Any, closers: list) -> dict[st
         await conn.read_response()
 
     return {
-        "floor": (False, floor),
-        "floor-async": (True, afloor),
+        "floor": raw_floor(r, sha, f"bench:{run_id}:floor"),
+        "floor-async": raw_floor(aclient, sha, f"bench:{run_id}:afloor", is_async=True),
         "kept": (False, kept),
         "kept-async": (True, akept),
     }
 
 
 def _lock_ops(
-    cfg: Config, run_id: str, aclient: Any, closers: list, errors: dict[str, str]
+    cfg: Config, run_id: str, aclient: Any, closers: Closers, errors: dict[str, str]
 ) -> dict[str, Op]:
     """One acquire+release per library (sync ones on a client each, asyncio ones on one), and
     the diagnostic redlease row without its watchdog."""
@@ -137,22 +122,17 @@ def _add_floor_ratios(out: dict[str, Any]) -> None:
 
 def bench_uncontended(cfg: Config, run_id: str) -> dict[str, Any]:
     """Interleaved rounds so that the machine's noise hits every library alike."""
-    loop = asyncio.new_event_loop()
-    errors: dict[str, str] = {}
-    closers: list[Callable[[], None]] = []
-    try:
+
+    def build(
+        loop: asyncio.AbstractEventLoop, closers: Closers, errors: dict[str, str]
+    ) -> dict[str, Op]:
         aclient = loop.run_until_complete(make_async_client(cfg.url))
-        closers.append(lambda: loop.run_until_complete(aclient.aclose()))
-        ops = {
+        closers.append(aclient.aclose)
+        return {
             **_floor_ops(cfg, run_id, aclient, closers),
             **_lock_ops(cfg, run_id, aclient, closers, errors),
         }
-        lat, wall = time_interleaved(loop, ops, errors, cfg.warm, cfg.iters, cfg.rounds)
-    finally:
-        for close in closers:
-            with contextlib.suppress(Exception):
-                close()
-        close_loop(loop)
-    out = latency_rows(lat, wall, errors)
+
+    out = interleaved_rows(build, cfg.warm, cfg.iters, cfg.rounds)
     _add_floor_ratios(out)
     return out

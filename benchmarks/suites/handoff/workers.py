@@ -10,6 +10,7 @@ from typing import Any
 from harness.cpu import cpu_s
 from harness.report import error_text
 from harness.spawn import (
+    collect,
     new_flag,
     now_ns,
     reap,
@@ -181,6 +182,17 @@ class HeldLock:
         """Let the waiters call acquire; return once every one of them has called it."""
         self.go.value = 1
         wait_events(self.events, "calling", len(self.waiters), timeout=20)
+
+    def hand_over(self) -> list[str]:
+        """Let the holder release; what went wrong (at most three lines) while every waiter
+        took the lock in turn."""
+        n = len(self.waiters)
+        self.let_go.value = 1
+        got = collect(self.results, n, timeout=30.0 + n * 1.0, procs=self.waiters)
+        late = [e for _, _, _, e in got if e]
+        if len(got) < n:
+            late.append(f"{n - len(got)} waiter(s) never acquired after the release")
+        return late[:3]
 
     def stop(self) -> None:
         """Release every flag and reap every child (bounded)."""

@@ -128,7 +128,8 @@ class Crew:
 
     def _collect(self, kind: str, limit: float) -> list[tuple[Any, ...]]:
         """One ``kind`` message from every process within ``limit`` seconds."""
-        deadline, got = time.monotonic() + limit, []
+        deadline = time.monotonic() + limit
+        got: list[tuple[Any, ...]] = []
         while len(got) < len(self.procs):
             try:
                 message = self.outbox.get(timeout=0.2)

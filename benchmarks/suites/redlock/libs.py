@@ -12,8 +12,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from harness.locks import close_loop, wait_once
+from harness.locks import wait_once
 from harness.report import error_text
+from harness.timing import close_loop
 
 LIBS: dict[str, str] = {
     "redlease": "redlease Redlock",

@@ -5,21 +5,20 @@ scripts on the do-nothing fan-out."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from harness.locks import CAD_SCRIPT, acquire_release, close_loop
+from harness.locks import CAD_SCRIPT, acquire_release
 from harness.report import error_text
-from harness.timing import Op, latency_rows, time_interleaved
+from harness.timing import Closers, Op, interleaved_rows
 
 from suites.redlock.config import Config
 from suites.redlock.libs import ASYNC_LIBS, FLOORS, NOTHING, SIZES, TTL, Backend
 
 
 def _floor_ops(
-    cfg: Config, run_id: str, loop: asyncio.AbstractEventLoop, closers: list, aclosers: list
+    cfg: Config, run_id: str, loop: asyncio.AbstractEventLoop, closers: Closers
 ) -> dict[str, Op]:
     """The raw fan-out floors over 1 and 5 servers: SET NX PX on every server (write all,
     then read all), then EVALSHA compare-and-delete the same way; and the same with
@@ -53,7 +52,7 @@ def _floor_ops(
         ops[f"floor/{n}"] = (False, floor)
 
         aclients = loop.run_until_complete(_async_clients(cfg.urls[:n]))
-        aclosers.extend(c.aclose for c in aclients)
+        closers.extend(c.aclose for c in aclients)
         akey = f"bench:{run_id}:afloor:{n}"
 
         async def afloor(aclients: list[Any] = aclients, akey: str = akey) -> None:
@@ -128,8 +127,7 @@ def _lock_ops(
     cfg: Config,
     run_id: str,
     loop: asyncio.AbstractEventLoop,
-    closers: list,
-    aclosers: list,
+    closers: Closers,
     errors: dict[str, str],
 ) -> dict[str, Op]:
     """One acquire+release per library over 1 and over 5 servers, a backend each."""
@@ -142,7 +140,7 @@ def _lock_ops(
             try:
                 if lib in ASYNC_LIBS:
                     backend = loop.run_until_complete(Backend.open_async(lib, cfg.urls[:n]))
-                    aclosers.append(backend.aclose)
+                    closers.append(backend.aclose)
                     ops[key] = acquire_release(backend.lock(name), True, failure)
                 else:
                     backend = Backend(lib, cfg.urls[:n])
@@ -182,27 +180,16 @@ def _add_ratios(cfg: Config, out: dict[str, Any]) -> None:
 
 def bench_uncontended(cfg: Config, run_id: str) -> dict[str, Any]:
     """Every (library, N) row and the floors, interleaved so that load bursts hit all alike."""
-    loop = asyncio.new_event_loop()
-    errors: dict[str, str] = {}
-    closers: list[Callable[[], None]] = []
-    aclosers: list[Callable[[], Any]] = []
-    try:
-        ops = {
-            **_floor_ops(cfg, run_id, loop, closers, aclosers),
-            **_lock_ops(cfg, run_id, loop, closers, aclosers, errors),
+
+    def build(
+        loop: asyncio.AbstractEventLoop, closers: Closers, errors: dict[str, str]
+    ) -> dict[str, Op]:
+        return {
+            **_floor_ops(cfg, run_id, loop, closers),
+            **_lock_ops(cfg, run_id, loop, closers, errors),
         }
-        lat, wall = time_interleaved(
-            loop, ops, errors, cfg.warm, cfg.iters, cfg.rounds, async_timeout=30
-        )
-    finally:
-        for close in closers:
-            with contextlib.suppress(Exception):
-                close()
-        for aclose in aclosers:
-            with contextlib.suppress(Exception):
-                loop.run_until_complete(asyncio.wait_for(aclose(), 5))
-        close_loop(loop)
-    out = latency_rows(lat, wall, errors)
+
+    out = interleaved_rows(build, cfg.warm, cfg.iters, cfg.rounds, async_timeout=30)
     _add_ratios(cfg, out)
     return out
 
