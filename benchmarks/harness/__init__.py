@@ -5,8 +5,8 @@ measures, and takes everything else from here.
 - ``servers``: private servers started and stopped, and what is read from them (INFO);
 - ``spawn``: child processes with a shared start instant, bounded waits and reaping;
 - ``cpu``: CPU time of this process, of another process or thread, and of a server;
-- ``locks``: one acquire+release as a timed operation, the waiting warm-up, private loops;
-- ``timing``: interleaved latency rounds and their percentiles;
+- ``locks``: one acquire+release as a timed operation, the raw floor, the waiting warm-up;
+- ``timing``: interleaved latency rounds on a private loop, and their percentiles;
 - ``contention``: the figures of a contended run (hand-off, waits, spread, exclusion);
 - ``report``: tables, verdicts, section headers and the JSON file;
 - ``run``: progress lines, the run's bookkeeping and its clean-up.
