@@ -55,8 +55,7 @@ def io_layer() -> list[Path]:
 PENDING = {
     "src/redlease/_async/client.py", "src/redlease/_async/redlock.py", "src/redlease/_fanout.py",
     "tests/_async/test_lock.py", "tests/_async/test_inventory.py", "tests/cli/test_cli.py",
-    "tests/test_idioms.py", "benchmarks/handoff.py", "benchmarks/redlock.py",
-    "benchmarks/cluster.py", "benchmarks/_common.py", "benchmarks/inventory.py",
+    "tests/test_idioms.py",
 }  # fmt: skip
 
 
