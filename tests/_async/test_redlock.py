@@ -12,7 +12,7 @@ from redlease._core.lease import Holding
 from redlease._core.lock import LockKeys
 from redlease.server import RedisServer
 from tests._async.helpers import wait_until
-from tests._async.test_lock import paused_after_the_grant
+from tests._async.lock_helpers import paused_after_the_grant
 from tests.support import AsyncTasks
 
 pytestmark = pytest.mark.timeout(90)
