@@ -15,12 +15,12 @@ redlease does not send its scripts through your client's command path: redis-py 
 failed call several times with backoff (seconds against a dead server), and a lock must fail
 within the caller's timeout plus one socket timeout. The backend keeps a small pool of its
 own, built from your client's connection class and settings (host, TLS, auth, Sentinel,
-timeouts) with client-side retries turned off. Errors are redis-py's exception classes, also
-for valkey-py clients (translated, with the original chained), so that the primitives handle
-one family of errors.
+timeouts) with client-side retries turned off (``keeper.py`` keeps its connections between
+calls). Errors are redis-py's exception classes, also for valkey-py clients (``flavor.py``
+translates them, the original chained), so that the primitives handle one family of errors.
 
-Only this module knows what a client object looks like; the Redis Cluster adapter
-(``cluster.py``) implements the same interface with one backend of this module per node.
+The Redis Cluster adapter (``cluster.py``) implements the same interface with one backend of
+this module per node.
 """
 
 from __future__ import annotations
@@ -28,145 +28,38 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import sys
 import time
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
 from typing import Any
 
-import redis.asyncio
-import redis.asyncio.cluster
-import redis.exceptions
-from redis.exceptions import ConnectionError, NoScriptError, RedisError, ResponseError, TimeoutError
+from redis.exceptions import ConnectionError, NoScriptError, ResponseError, TimeoutError
 
 from .. import _observe
 from .._compat import FAST_PACK, AsyncConnections, pack_command, private_kwargs
 from .._core import eviction
 from .._core.health import Health
 from .._core.kept import forget_frames
-from .._core.lease import pid
 from .._core.scripts import Script
-from .._core.validate import CLIENT_APIS
 from .._logging import record
-from .server import Pending, connect_deadline, connecting_by
+from .flavor import AsyncSubscription, Flavor, check_client, flavor_of, translate
+from .keeper import AsyncKeeper
+from .server import Pending, connect_deadline
 from .server_renewal import AsyncServerRenewal
 
-__all__ = [
-    "AsyncBackend",
-    "Flavor",
-    "Pending",
-    "check_client",
-    "cluster_flavor",
-    "connecting_by",
-    "redis_flavor",
-    "standalone_backend",
-    "translate",
-]
+__all__ = ["AsyncBackend", "standalone_backend"]
 
-KEPT = 8
-"""The most idle connections a backend keeps between calls (more go back to its pool)."""
-TRUSTED = 0.01
-"""Seconds after a reply in which a kept connection is reused unchecked; a server that closed it
-meanwhile fails that one call."""
-_KINDS = (
-    "redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster, valkey.asyncio.Valkey or "
-    "valkey.asyncio.cluster.ValkeyCluster"
-)
-"""The clients this API accepts, for error messages."""
 _READ_ONLY = "READONLY You can't write against a read only replica"
 """A replica's refusal. Before Redis 7.0 a script passes it on inside its own error, which
 redis-py's Sentinel connection does not recognize (it reconnects on ``ReadOnlyError`` only):
 the connection is dropped here, so that a Sentinel client's next one asks for the master."""
 
 
-@dataclass(frozen=True)
-class Flavor:
-    """The classes of one client library (redis-py or valkey-py) that a backend needs."""
-
-    library: str
-    pool_class: Any
-    client_class: Any
-    retry_class: Any
-    no_backoff: Any
-    errors: tuple[type[BaseException], ...]
-    connect_func: str  # the connection's keyword for its handshake callback
-
-
-def _flavor(client: Any) -> Flavor | None:
-    """The library of ``client``, or None when it is not a client this API accepts."""
-    if isinstance(client, redis.asyncio.Redis):
-        return redis_flavor()
-    valkey = sys.modules.get("valkey.asyncio")  # a valkey client implies valkey is imported
-    if valkey is not None and isinstance(client, valkey.Valkey):
-        return _valkey_flavor()
-    return None
-
-
-def redis_flavor() -> Flavor:
-    from redis.backoff import NoBackoff
-
-    return Flavor(
-        library="redis",
-        pool_class=redis.asyncio.ConnectionPool,
-        client_class=redis.asyncio.Redis,
-        retry_class=redis.asyncio.retry.Retry,
-        no_backoff=NoBackoff,
-        errors=(),
-        connect_func="redis_connect_func",
-    )
-
-
-def _valkey_flavor() -> Flavor:
-    import valkey.asyncio  # type: ignore[import-not-found, unused-ignore]
-    import valkey.asyncio.retry  # type: ignore[import-not-found, unused-ignore]
-    import valkey.exceptions  # type: ignore[import-not-found, unused-ignore]
-    from valkey.backoff import NoBackoff  # type: ignore[import-not-found, unused-ignore]
-
-    return Flavor(
-        library="valkey",
-        pool_class=valkey.asyncio.ConnectionPool,
-        client_class=valkey.asyncio.Valkey,
-        retry_class=valkey.asyncio.retry.Retry,
-        no_backoff=NoBackoff,
-        errors=(valkey.exceptions.ValkeyError,),
-        connect_func="valkey_connect_func",
-    )
-
-
-def cluster_flavor(client: Any) -> Flavor | None:
-    """The library of ``client`` if it is a cluster client (``RedisCluster`` or
-    ``ValkeyCluster``), else None."""
-    if isinstance(client, redis.asyncio.cluster.RedisCluster):
-        return redis_flavor()
-    valkey = sys.modules.get("valkey.asyncio.cluster")  # a cluster client implies the import
-    if valkey is not None and isinstance(client, valkey.ValkeyCluster):
-        return _valkey_flavor()
-    return None
-
-
-def check_client(client: Any, arg: str = "client", *, cluster: bool = True) -> None:
-    """Refuse a client this API cannot use (a sync client here, or anything else; a Redis
-    Cluster client too unless ``cluster``)."""
-    if cluster_flavor(client) is not None:
-        if cluster:
-            return
-        raise TypeError(
-            f"{arg} must be the client of one server, not of a Redis Cluster (Redlock needs "
-            "independent servers; on a Cluster, use Lock)"
-        )
-    if _flavor(client) is None:
-        raise TypeError(
-            f"{arg} must be a {_KINDS}, got {type(client).__module__}."
-            f"{type(client).__qualname__} ({CLIENT_APIS})"
-        )
-
-
 def standalone_backend(client: Any, arg: str = "client") -> AsyncBackend:
     """A new backend for ``client``, the client of one server (checked as
     :func:`check_client` does; a cluster client: see ``runtime.backend_for``)."""
-    flavor = _flavor(client)
+    flavor = flavor_of(client)
     if flavor is None:
         check_client(client, arg)
     assert flavor is not None
@@ -203,31 +96,18 @@ class AsyncBackend:
         self._root = root or self
         self._flavor = flavor
         self._timeout = timeout
-        self._pool = self._private_pool(timeout)
+        self.keeper = AsyncKeeper(self._private_pool(timeout))  # its connections
         self._foreign = flavor.errors  # the client library's own errors: () for redis-py
-        value = self._pool.connection_kwargs.get("socket_timeout")
+        value = self.keeper.pool.connection_kwargs.get("socket_timeout")
         self._socket_timeout = None if value is None else float(value)
         self._deadlines: dict[float, AsyncBackend] = {}
         self.closed = False  # set by redlease.close(): every new call raises ConnectionError
         self._health: Health = Health() if root is None else root._health  # one per server
         self._policy_read = False  # its maxmemory-policy was read (the first connection)
-        # Connections kept between calls (LIFO), checked out of the private pool once: the
-        # pool's own checkout (a lock, bookkeeping, observability hooks) costs about as much
-        # as the script. Taken and given back with list.pop/append, atomic under the GIL,
-        # with the time each was given back (see TRUSTED).
-        self._kept: list[tuple[Any, float]] = []
-        self._kept_pid = pid()
-        # Fan-outs: calls whose replies were not read when they returned (a majority had
-        # answered, or the server was late): sync, their Pendings, which the next fan-out
-        # here reads or sends behind; asyncio, the tasks still reading them (_fanout.py).
-        self.parked: list[Any] = []
-        weakref.finalize(self, _forget_parked, self.parked)
         # SHAs this server is known to have cached (an EVALSHA answered without NOSCRIPT):
         # other scripts go as EVAL, so that a reply read late never turns out to be NOSCRIPT
         # (the script would run only when the reply is read, and its resend then).
         self.loaded: set[str] = set()
-        # Weak-reference callbacks run before the collector finalizes a cycle's objects.
-        weakref.finalize(self, _forget_kept, self._kept)
 
     def __repr__(self) -> str:
         kwargs = self.client.connection_pool.connection_kwargs
@@ -311,9 +191,9 @@ class AsyncBackend:
                         conn, ("EVAL", script.source), keys, args, wait, wait_timeout
                     )
         except BaseException:
-            await self._discard(conn)
+            await self.keeper.discard(conn)
             raise
-        await self._checkin(conn)
+        await self.keeper.checkin(conn, self.closed)
         if isinstance(reply, ResponseError):
             raise reply
         return reply, acked
@@ -395,7 +275,7 @@ class AsyncBackend:
         try:
             await self._send_script(conn, script, keys, args, packed, check_health=check_health)
         except BaseException as exc:
-            await self._discard(conn)
+            await self.keeper.discard(conn)
             if isinstance(exc, self._foreign):
                 raise self._failed(translate(exc)) from exc
             if isinstance(exc, (ConnectionError, TimeoutError)):
@@ -493,14 +373,14 @@ class AsyncBackend:
         except ResponseError as exc:
             await self._owed(pending, timeout)
             if _READ_ONLY in str(exc):  # a replica: the master moved; the next call reconnects
-                await self._discard(conn)
-            else:
-                await self._checkin(conn)  # a complete error reply: the connection is in sync
+                await self.keeper.discard(conn)
+            else:  # a complete error reply: the connection is in sync
+                await self.keeper.checkin(conn, self.closed)
             raise
         except BaseException:
-            await self._discard(conn)
+            await self.keeper.discard(conn)
             raise
-        await self._checkin(conn)
+        await self.keeper.checkin(conn, self.closed)
         return reply
 
     async def _owed(self, pending: Pending, timeout: float | None) -> None:
@@ -532,25 +412,12 @@ class AsyncBackend:
         """A connection for one call: a kept one (the hot path: no I/O, no context manager),
         else a new one from the pool, its errors translated (:meth:`_translated`)."""
         self._refuse_if_closed()
-        if self._kept_pid != pid():  # a forked child: never use the parent's sockets
-            self._kept.clear()
-            self.parked.clear()
-            self._kept_pid = pid()
-        while True:
-            try:
-                conn, since = self._kept.pop()
-            except IndexError:
-                with self._translated():
-                    return await AsyncConnections.get(self._pool)
-            if time.monotonic() - since < TRUSTED or not await AsyncConnections.stale(conn):
-                return conn
-            with self._translated():
-                await self._discard(conn)  # closed by the server while idle: the next one
+        return await self.keeper.checkout(self._translated)
 
     def idle(self) -> bool:
         """Whether a connection is open here for the next call (one kept, or a late call's
         to send behind)."""
-        return bool(self._kept or self.parked)
+        return self.keeper.idle()
 
     def hung(self) -> bool:
         """Whether the server did not answer when last asked, and has not answered in time
@@ -561,7 +428,7 @@ class AsyncBackend:
     def cold(self) -> bool:
         """Whether a call here would open a connection first, on a server not known to be
         down: then :meth:`warm` opens it outside the call's deadline."""
-        return not (self._kept or self.parked) and self._root._graced()
+        return not self.keeper.idle() and self._root._graced()
 
     def _graced(self) -> bool:
         """Whether a new connection here gets the connect timeout for its handshake and is
@@ -590,30 +457,15 @@ class AsyncBackend:
         (handshake included), so that a caller that bounds its call by a deadline starts the
         clock after connecting. Raises as :meth:`send` would."""
         conn = await self._checkout()
-        await self._checkin(conn)
+        await self.keeper.checkin(conn, self.closed)
 
     def parked_calls(self) -> list[Any]:
-        """:attr:`parked`, emptied first in a forked child (the parent's sockets)."""
-        if self._kept_pid != pid():
-            self.parked.clear()
-        return self.parked
-
-    async def _checkin(self, conn: Any) -> None:
-        """Keep a connection whose last reply was read whole, for the next call."""
-        if len(self._kept) < KEPT and not self.closed and self._kept_pid == pid():
-            self._kept.append((conn, time.monotonic()))
-        else:
-            await self._pool.release(conn)
+        """The calls a fan-out left unread here (:attr:`AsyncKeeper.parked`)."""
+        return self.keeper.parked_calls()
 
     async def abandon(self, pending: Pending) -> None:
         """Close the connection of a script whose reply will not be read."""
-        await self._discard(pending.conn)
-
-    async def _discard(self, conn: Any) -> None:
-        try:
-            await AsyncConnections.drop(conn)
-        finally:
-            await self._pool.release(conn)
+        await self.keeper.discard(pending.conn)
 
     # -- one connection, used directly (the Cluster adapter's per-node commands) ------------
     async def checkout(self) -> Any:
@@ -628,11 +480,11 @@ class AsyncBackend:
 
     async def release(self, conn: Any) -> None:
         """Give back to the pool a connection whose replies were all read."""
-        await self._pool.release(conn)
+        await self.keeper.pool.release(conn)
 
     async def discard(self, conn: Any) -> None:
         """Close a connection that may be out of sync, and give it back to the pool."""
-        await self._discard(conn)
+        await self.keeper.discard(conn)
 
     def translated(self) -> AbstractContextManager[None]:
         """Within the block: the client library's errors as redis-py's, outages logged."""
@@ -657,7 +509,7 @@ class AsyncBackend:
         """A new pub/sub object on a private connection (never retried by the client)."""
         self._refuse_if_closed()
         client = self._flavor.client_class(connection_pool=self._private_pool(None))
-        return _Subscription(client.pubsub(), self)
+        return AsyncSubscription(client.pubsub(), self._translated)
 
     async def identify(self) -> tuple[str, int]:
         """``(run_id, db)``: which server this is, as the server says, and the database.
@@ -673,9 +525,9 @@ class AsyncBackend:
                 await conn.send_command("INFO", "server")
                 info = await AsyncConnections.read(conn, self._timeout)
         except BaseException:
-            await self._discard(conn)
+            await self.keeper.discard(conn)
             raise
-        await self._checkin(conn)
+        await self.keeper.checkin(conn, self.closed)
         db = int(self.client.connection_pool.connection_kwargs.get("db", 0) or 0)
         self._root.identity = (info_field(info, "run_id"), db)
         return self._root.identity
@@ -685,9 +537,7 @@ class AsyncBackend:
         alone); connections in use are closed too, cutting short what they were waiting for."""
         self.closed = True
         for backend in (self, *self._deadlines.values()):
-            backend._kept.clear()  # checked out of the pool: disconnected with it below
-            backend.parked.clear()
-            await backend._pool.disconnect()
+            await backend.keeper.aclose()
 
     def _refuse_if_closed(self) -> None:
         if self._root.closed:
@@ -776,12 +626,6 @@ class AsyncBackend:
         return f"{where}/{kwargs.get('db', 0) or 0}"
 
 
-def _forget_kept(kept: list[tuple[Any, float]]) -> None:
-    """At garbage collection of a backend: close its kept connections."""
-    AsyncConnections.forget([conn for conn, _ in kept])
-    kept.clear()
-
-
 async def _handshake(root: Any, inner: Any, deadline: float | None, conn: Any) -> None:
     """``redis_connect_func`` of the private pools' connections: the handshake, then, on the
     first connection to the server, its maxmemory-policy (:meth:`AsyncBackend._read_policy`).
@@ -803,36 +647,6 @@ async def _handshake(root: Any, inner: Any, deadline: float | None, conn: Any) -
         await AsyncConnections.handshake(conn, limit, backend._read_policy)
 
 
-def _forget_parked(parked: list[Any]) -> None:
-    """At garbage collection of a backend: close the connections of its parked calls too."""
-    AsyncConnections.forget([call.conn for call in parked if isinstance(call, Pending)])
-    parked.clear()
-
-
-class _Subscription:
-    """A client library's PubSub, raising redis-py's exception classes."""
-
-    def __init__(self, pubsub: Any, backend: AsyncBackend) -> None:
-        self._pubsub = pubsub
-        self._backend = backend
-
-    async def subscribe(self, *channels: bytes) -> None:
-        with self._backend._translated():
-            await self._pubsub.subscribe(*channels)
-
-    async def get_message(self, timeout: float) -> Any:
-        with self._backend._translated():
-            return await self._pubsub.get_message(timeout=timeout)
-
-    async def aclose(self) -> None:
-        """Close the subscription and its private pool."""
-        try:
-            with self._backend._translated():
-                await self._pubsub.aclose()
-        finally:
-            await self._pubsub.connection_pool.disconnect()
-
-
 def info_field(info: bytes | str, field: str) -> str:
     """The value of ``field`` in an INFO reply ("" when absent)."""
     text = info.decode() if isinstance(info, bytes) else info
@@ -840,13 +654,3 @@ def info_field(info: bytes | str, field: str) -> str:
         if line.startswith(field + ":"):
             return line.split(":", 1)[1].strip()
     return ""
-
-
-def translate(exc: BaseException) -> RedisError:
-    """The redis-py exception of the same kind as ``exc`` (a valkey-py exception)."""
-    for cls in type(exc).__mro__:
-        name = "RedisError" if cls.__name__ == "ValkeyError" else cls.__name__
-        target = getattr(redis.exceptions, name, None)
-        if isinstance(target, type) and issubclass(target, RedisError):
-            return target(*exc.args)
-    return RedisError(str(exc))
