@@ -11,13 +11,11 @@ Sentinel master) and offers the few things the primitives need, in the spirit of
 * ``identify()``: which server (and database) this is, as the server itself says;
 * ``with_deadline(seconds)``: the same server with every reply bounded by ``seconds``.
 
-redlease does not send its scripts through your client's command path: redis-py 8 retries a
-failed call several times with backoff (seconds against a dead server), and a lock must fail
-within the caller's timeout plus one socket timeout. The backend keeps a small pool of its
-own, built from your client's connection class and settings (host, TLS, auth, Sentinel,
-timeouts) with client-side retries turned off (``keeper.py`` keeps its connections between
-calls). Errors are redis-py's exception classes, also for valkey-py clients (``flavor.py``
-translates them, the original chained), so that the primitives handle one family of errors.
+redlease does not send its scripts through your client's command path: a backend has a
+private pool with client-side retries turned off (``connect.py``), whose connections it keeps
+between calls (``keeper.py``). Errors are redis-py's exception classes, also for valkey-py
+clients (``flavor.py`` translates them, the original chained), so that the primitives handle
+one family of errors.
 
 The Redis Cluster adapter (``cluster.py``) implements the same interface with one backend of
 this module per node.
@@ -26,7 +24,6 @@ this module per node.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import time
 import weakref
@@ -36,16 +33,15 @@ from typing import Any
 
 from redis.exceptions import ConnectionError, NoScriptError, ResponseError, TimeoutError
 
-from .. import _observe
-from .._compat import FAST_PACK, AsyncConnections, pack_command, private_kwargs
-from .._core import eviction
+from .._compat import FAST_PACK, AsyncConnections, pack_command
 from .._core.health import Health
 from .._core.kept import forget_frames
 from .._core.scripts import Script
 from .._logging import record
+from .connect import AsyncEvictionCheck, private_pool
 from .flavor import AsyncSubscription, Flavor, check_client, flavor_of, translate
 from .keeper import AsyncKeeper
-from .server import Pending, connect_deadline
+from .server import Pending
 from .server_renewal import AsyncServerRenewal
 
 __all__ = ["AsyncBackend", "standalone_backend"]
@@ -64,10 +60,6 @@ def standalone_backend(client: Any, arg: str = "client") -> AsyncBackend:
         check_client(client, arg)
     assert flavor is not None
     return AsyncBackend(client, flavor)
-
-
-MIN_HANDSHAKE = 0.01
-"""The least time a handshake is given under :func:`connecting_by`, however late it starts."""
 
 
 class AsyncBackend:
@@ -96,14 +88,17 @@ class AsyncBackend:
         self._root = root or self
         self._flavor = flavor
         self._timeout = timeout
-        self.keeper = AsyncKeeper(self._private_pool(timeout))  # its connections
         self._foreign = flavor.errors  # the client library's own errors: () for redis-py
+        # one per server: its maxmemory-policy, read on the first connection's handshake
+        self._eviction: AsyncEvictionCheck = (
+            AsyncEvictionCheck(self._foreign, self.address) if root is None else root._eviction
+        )
+        self.keeper = AsyncKeeper(self._private_pool(timeout))  # its connections
         value = self.keeper.pool.connection_kwargs.get("socket_timeout")
         self._socket_timeout = None if value is None else float(value)
         self._deadlines: dict[float, AsyncBackend] = {}
         self.closed = False  # set by redlease.close(): every new call raises ConnectionError
         self._health: Health = Health() if root is None else root._health  # one per server
-        self._policy_read = False  # its maxmemory-policy was read (the first connection)
         # SHAs this server is known to have cached (an EVALSHA answered without NOSCRIPT):
         # other scripts go as EVAL, so that a reply read late never turns out to be NOSCRIPT
         # (the script would run only when the reply is read, and its resend then).
@@ -115,22 +110,9 @@ class AsyncBackend:
         return f"<{type(self).__name__} {self._flavor.library} {where} db={kwargs.get('db', 0)}>"
 
     def _private_pool(self, timeout: float | None) -> Any:
-        """A pool like the client's whose connections never retry on their own.
-
-        With ``timeout``, its connections answer within ``timeout`` seconds (Redlock's
-        per-server deadline) instead of the client's socket timeout; a new connection gets at
-        least a second to connect, so that a loaded but healthy server is not taken for a
-        dead one.
-        """
-        pool: Any = self.client.connection_pool
-        no_retry = self._flavor.retry_class(self._flavor.no_backoff(), 0)
-        kwargs = private_kwargs(pool, no_retry, timeout)
-        # The handshake is part of connecting, not a reply (and is bounded by connecting_by).
-        hook = self._flavor.connect_func
-        kwargs[hook] = functools.partial(
-            _handshake, weakref.ref(self._root), kwargs.get(hook), timeout
-        )
-        return self._flavor.pool_class(connection_class=pool.connection_class, **kwargs)
+        """A pool like the client's whose connections never retry (``connect.py``)."""
+        server = weakref.ref(self._root)
+        return private_pool(self.client, self._flavor, timeout, server, self._eviction)
 
     @property
     def socket_timeout(self) -> float | None:
@@ -428,9 +410,9 @@ class AsyncBackend:
     def cold(self) -> bool:
         """Whether a call here would open a connection first, on a server not known to be
         down: then :meth:`warm` opens it outside the call's deadline."""
-        return not self.keeper.idle() and self._root._graced()
+        return not self.keeper.idle() and self._root.graced()
 
-    def _graced(self) -> bool:
+    def graced(self) -> bool:
         """Whether a new connection here gets the connect timeout for its handshake and is
         kept out of a fan-out's deadline: not when the server is known down or slow."""
         return self.connect_grace and not self.hung()
@@ -573,35 +555,6 @@ class AsyncBackend:
             self._failed(exc)
             raise
 
-    async def _read_policy(self, conn: Any) -> None:
-        """Once per server (the first connection's handshake): warn if its maxmemory-policy
-        may evict keys (``eviction_possible``). A refused CONFIG GET (an ACL without it, a
-        managed service that renamed it) is no error: logged at DEBUG, never asked again."""
-        root = self._root
-        try:
-            await conn.send_command("CONFIG", "GET", "maxmemory-policy")
-            reply = await conn.read_response()
-        except Exception as exc:
-            error = translate(exc) if isinstance(exc, self._foreign) else exc
-            if not isinstance(error, ResponseError):
-                raise  # the connection failed: the next one asks again
-            root._policy_read = True
-            record(
-                logging.DEBUG,
-                "eviction_unknown",
-                "Redis server %s did not tell its maxmemory-policy: %s",
-                root.address,
-                error,
-                server=root.address,
-                error=f"{type(error).__name__}: {error}",
-            )
-            return
-        root._policy_read = True
-        policy = eviction.policy_of(reply)
-        risk = None if policy is None else eviction.risk(policy)
-        if policy is not None and risk is not None:
-            _observe.eviction_possible(root.address, policy, risk)
-
     def _answered(self) -> None:
         """The server answered: log it if it had stopped answering."""
         if self._health.answered():
@@ -624,27 +577,6 @@ class AsyncBackend:
         else:
             where = kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port')}"
         return f"{where}/{kwargs.get('db', 0) or 0}"
-
-
-async def _handshake(root: Any, inner: Any, deadline: float | None, conn: Any) -> None:
-    """``redis_connect_func`` of the private pools' connections: the handshake, then, on the
-    first connection to the server, its maxmemory-policy (:meth:`AsyncBackend._read_policy`).
-
-    A deadline backend's (``deadline`` set) handshake replies within the connect timeout (a
-    loaded or briefly paused server is not a dead one), unless the server is known not to
-    answer (then within the deadline, as any reply); others within the socket timeout. Both
-    at most until the :func:`connecting_by` deadline, if one is set."""
-    backend = root()
-    limit = conn.socket_timeout
-    if deadline is not None and backend is not None and backend._graced():
-        limit = conn.socket_connect_timeout
-    by = connect_deadline()
-    if by is not None:
-        left = max(by - time.monotonic(), MIN_HANDSHAKE)
-        limit = left if limit is None else min(limit, left)
-    await AsyncConnections.handshake(conn, limit, inner)
-    if backend is not None and not backend._root._policy_read:
-        await AsyncConnections.handshake(conn, limit, backend._read_policy)
 
 
 def info_field(info: bytes | str, field: str) -> str:
