@@ -25,7 +25,6 @@ this module per node.
 from __future__ import annotations
 
 import contextlib
-import logging
 import time
 import weakref
 from collections.abc import Iterator, Sequence
@@ -35,12 +34,11 @@ from typing import Any
 from redis.exceptions import ConnectionError, NoScriptError, ResponseError, TimeoutError
 
 from .._compat import FAST_PACK, Connections, pack_command
-from .._core.health import Health
 from .._core.kept import forget_frames
 from .._core.scripts import Script
-from .._logging import record
 from .connect import EvictionCheck, private_pool
 from .flavor import Subscription, Flavor, check_client, flavor_of, translate
+from .health import ServerHealth
 from .keeper import Keeper
 from .server import Pending
 from .server_renewal import ServerRenewal
@@ -99,7 +97,8 @@ class Backend:
         self._socket_timeout = None if value is None else float(value)
         self._deadlines: dict[float, Backend] = {}
         self.closed = False  # set by redlease.close(): every new call raises ConnectionError
-        self._health: Health = Health() if root is None else root._health  # one per server
+        # one per server: whether it answers, its outages logged
+        self._health: ServerHealth = ServerHealth(self.address) if root is None else root._health
         # SHAs this server is known to have cached (an EVALSHA answered without NOSCRIPT):
         # other scripts go as EVAL, so that a reply read late never turns out to be NOSCRIPT
         # (the script would run only when the reply is read, and its resend then).
@@ -388,7 +387,7 @@ class Backend:
                 raise ConnectionError("closed by redlease.close() before the reply") from exc
             raise
         if self._health.down:
-            self._root._answered()
+            self._health.recovered()
         return reply
 
     def _checkout(self) -> Any:
@@ -528,20 +527,8 @@ class Backend:
 
     def _failed(self, exc: BaseException) -> BaseException:
         """Log, once until it answers again, that the server stopped answering; ``exc``."""
-        root = self._root
-        if not isinstance(exc, (ConnectionError, TimeoutError)) or root.closed:
-            return exc
-        if self._health.failed(time.monotonic()):
-            record(
-                logging.WARNING,
-                "server_unavailable",
-                "Redis server %s is unavailable: %s: %s",
-                root.address,
-                type(exc).__name__,
-                str(exc),  # (not the error: a kept record would keep its frames alive)
-                server=root.address,
-                error=f"{type(exc).__name__}: {exc}",
-            )
+        if isinstance(exc, (ConnectionError, TimeoutError)) and not self._root.closed:
+            self._health.outage(exc)
         return exc
 
     @contextmanager
@@ -555,17 +542,6 @@ class Backend:
         except (ConnectionError, TimeoutError) as exc:
             self._failed(exc)
             raise
-
-    def _answered(self) -> None:
-        """The server answered: log it if it had stopped answering."""
-        if self._health.answered():
-            record(
-                logging.INFO,
-                "server_available",
-                "Redis server %s answers again",
-                self.address,
-                server=self.address,
-            )
 
     @property
     def address(self) -> str:
