@@ -34,8 +34,8 @@ from typing import Any
 from redis.exceptions import ConnectionError, NoScriptError, ResponseError, TimeoutError
 
 from .._compat import FAST_PACK, Connections, pack_command
-from .._core.kept import forget_frames
 from .._core.scripts import Script
+from .acknowledged import run_acknowledged
 from .connect import EvictionCheck, private_pool
 from .flavor import Subscription, Flavor, check_client, flavor_of, translate
 from .health import ServerHealth
@@ -153,58 +153,11 @@ class Backend:
         wait: Sequence[Any],
         wait_timeout: float,
     ) -> tuple[Any, Any]:
-        """EVALSHA ``script``, then ``wait`` (``WAIT`` or ``WAITAOF``), pipelined on ONE
-        connection: ``WAIT`` counts the writes of the connection it is sent on, so on any
-        other it would acknowledge nothing of the script's.
-
-        Returns ``(script reply, wait reply)``; the wait reply is the ``ResponseError`` the
-        server answered instead (e.g. a server with no WAITAOF), for the caller to judge,
-        since the script did run. The script's reply comes within the socket timeout, the
-        wait's within ``wait_timeout`` more. Raises as :meth:`run` does.
-        """
-        conn = self._checkout()
-        try:
-            with self._translated():
-                reply, acked = self._script_then_wait(
-                    conn, ("EVALSHA", script.sha), keys, args, wait, wait_timeout
-                )
-                if isinstance(reply, NoScriptError):  # the wait ran for nothing: both again
-                    reply, acked = self._script_then_wait(
-                        conn, ("EVAL", script.source), keys, args, wait, wait_timeout
-                    )
-        except BaseException:
-            self.keeper.discard(conn)
-            raise
-        self.keeper.checkin(conn, self.closed)
-        if isinstance(reply, ResponseError):
-            raise reply
-        return reply, acked
-
-    def _script_then_wait(
-        self,
-        conn: Any,
-        call: tuple[str, str],
-        keys: Sequence[bytes],
-        args: Sequence[Any],
-        wait: Sequence[Any],
-        wait_timeout: float,
-    ) -> tuple[Any, Any]:
-        """Both replies (an error reply as its exception), the connection left in sync."""
-        conn.send_packed_command(
-            conn.pack_commands([(*call, len(keys), *keys, *args), tuple(wait)])
-        )
-        sent = time.monotonic()
-        limit = self.socket_timeout
-        replies: list[Any] = []
-        for extra in (0.0, wait_timeout):
-            try:
-                replies.append(
-                    self._read(conn, sent, None if limit is None else limit + extra)
-                )
-            except ResponseError as exc:  # kept in a local of a frame its traceback passed:
-                forget_frames(exc)  # without it, a cycle holds the caller's frames
-                replies.append(exc)
-        return replies[0], replies[1]
+        """EVALSHA ``script``, then ``wait`` (``WAIT`` or ``WAITAOF``), pipelined on one
+        connection (:func:`~redlease._sync.acknowledged.run_acknowledged`): ``(script reply,
+        wait reply)``, the wait reply an error reply as its ``ResponseError``. Raises as
+        :meth:`run` does."""
+        return run_acknowledged(self, script, keys, args, wait, wait_timeout)
 
     def send(
         self,
@@ -451,14 +404,18 @@ class Backend:
 
     # -- one connection, used directly (the Cluster adapter's per-node commands) ------------
     def checkout(self) -> Any:
-        """A connection for a command of the caller's: give it back with :meth:`release`,
-        or :meth:`discard` it if a reply may still be on its way."""
-        with self._translated():
-            return self._checkout()
+        """A connection for a command of the caller's (its errors translated): give it back
+        with :meth:`checkin` or :meth:`release`, or :meth:`discard` it if a reply may still be
+        on its way."""
+        return self._checkout()
 
     def read(self, conn: Any, since: float, timeout: float | None) -> Any:
         """The next reply on ``conn``, within ``timeout`` seconds of ``since``."""
         return self._read(conn, since, timeout)
+
+    def checkin(self, conn: Any) -> None:
+        """Keep a connection whose replies were all read, for the next call."""
+        self.keeper.checkin(conn, self.closed)
 
     def release(self, conn: Any) -> None:
         """Give back to the pool a connection whose replies were all read."""
