@@ -1,24 +1,17 @@
 """One server: the server interface (``server.py``) over a redis-py/valkey-py client.
 
-A backend wraps the client the user hands in (redis-py or valkey-py; a standalone server or a
-Sentinel master) and offers the few things the primitives need, in the spirit of redsync's
-``Pool``:
-
-* ``run(script, keys, args)``: one EVALSHA (EVAL if the server lost its script cache), no
-  retries, the reply within a deadline; ``send`` + ``receive`` are the same in two halves, so
-  that a fan-out can write to N servers before it reads from any;
-* ``pubsub()``: a subscription for the waiter hub;
-* ``identify()``: which server (and database) this is, as the server itself says;
-* ``with_deadline(seconds)``: the same server with every reply bounded by ``seconds``.
+A backend wraps the client the user hands in (a standalone server or a Sentinel master) and
+offers the few things the primitives need, in the spirit of redsync's ``Pool``: ``run`` is
+one EVALSHA (EVAL if the server lost its script cache), no retries, the reply within a
+deadline; ``send`` + ``receive`` are the same in two halves, so that a fan-out can write to N
+servers before it reads from any; ``behind`` and ``follow`` send behind a reply not read yet.
 
 redlease does not send its scripts through your client's command path: a backend has a
 private pool with client-side retries turned off (``connect.py``), whose connections it keeps
 between calls (``keeper.py``). Errors are redis-py's exception classes, also for valkey-py
-clients (``flavor.py`` translates them, the original chained), so that the primitives handle
-one family of errors.
-
-The Redis Cluster adapter (``cluster.py``) implements the same interface with one backend of
-this module per node.
+clients (``flavor.py`` translates them, the original chained); outages are logged once
+(``health.py``). The Redis Cluster adapter (``cluster.py``) implements the same interface
+with one backend of this module per node.
 """
 
 from __future__ import annotations
@@ -34,9 +27,9 @@ from redis.exceptions import ConnectionError, NoScriptError, ResponseError, Time
 
 from .._compat import FAST_PACK, AsyncConnections, pack_command
 from .._core.scripts import Script
-from .acknowledged import run_acknowledged
+from .commands import run_acknowledged, run_id
 from .connect import AsyncEvictionCheck, private_pool
-from .flavor import AsyncSubscription, Flavor, check_client, flavor_of, translate
+from .flavor import AsyncSubscription, Flavor, address_of, check_client, flavor_of, translate
 from .health import ServerHealth
 from .keeper import AsyncKeeper
 from .server import Pending
@@ -153,7 +146,7 @@ class AsyncBackend:
         wait_timeout: float,
     ) -> tuple[Any, Any]:
         """EVALSHA ``script``, then ``wait`` (``WAIT`` or ``WAITAOF``), pipelined on one
-        connection (:func:`~redlease._async.acknowledged.run_acknowledged`): ``(script reply,
+        connection (:func:`~redlease._async.commands.run_acknowledged`): ``(script reply,
         wait reply)``, the wait reply an error reply as its ``ResponseError``. Raises as
         :meth:`run` does."""
         return await run_acknowledged(self, script, keys, args, wait, wait_timeout)
@@ -457,17 +450,9 @@ class AsyncBackend:
         """
         if self._root.identity is not None:
             return self._root.identity
-        conn = await self._checkout()
-        try:
-            with self._translated():
-                await conn.send_command("INFO", "server")
-                info = await AsyncConnections.read(conn, self._timeout)
-        except BaseException:
-            await self.keeper.discard(conn)
-            raise
-        await self.keeper.checkin(conn, self.closed)
+        said = await run_id(self, self._timeout)
         db = int(self.client.connection_pool.connection_kwargs.get("db", 0) or 0)
-        self._root.identity = (info_field(info, "run_id"), db)
+        self._root.identity = (said, db)
         return self._root.identity
 
     async def aclose(self) -> None:
@@ -502,20 +487,4 @@ class AsyncBackend:
     @property
     def address(self) -> str:
         """Where the server is, for logs: ``host:port`` (or the socket path) and the database."""
-        pool = self.client.connection_pool
-        kwargs = pool.connection_kwargs
-        service = getattr(pool, "service_name", None)  # a Sentinel pool: no host of its own
-        if service:
-            where = f"sentinel service {service!r}"
-        else:
-            where = kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port')}"
-        return f"{where}/{kwargs.get('db', 0) or 0}"
-
-
-def info_field(info: bytes | str, field: str) -> str:
-    """The value of ``field`` in an INFO reply ("" when absent)."""
-    text = info.decode() if isinstance(info, bytes) else info
-    for line in text.splitlines():
-        if line.startswith(field + ":"):
-            return line.split(":", 1)[1].strip()
-    return ""
+        return address_of(self.client)

@@ -2,7 +2,8 @@
 """The client libraries a backend accepts (redis-py, valkey-py) and their errors as redis-py's.
 
 A :class:`Flavor` holds the classes of one library that a backend builds its private pools
-and clients from; :func:`check_client` refuses anything else. Errors reach the primitives as
+and clients from; :func:`check_client` refuses anything else; :func:`address_of` says where a
+client's server is. Errors reach the primitives as
 redis-py's exception classes for valkey-py clients too (:func:`translate`, the original
 chained), so that they handle one family of errors. No I/O here.
 """
@@ -25,6 +26,7 @@ from .._core.validate import CLIENT_APIS
 __all__ = [
     "Subscription",
     "Flavor",
+    "address_of",
     "check_client",
     "cluster_flavor",
     "flavor_of",
@@ -119,6 +121,19 @@ def check_client(client: Any, arg: str = "client", *, cluster: bool = True) -> N
             f"{arg} must be a {_KINDS}, got {type(client).__module__}."
             f"{type(client).__qualname__} ({CLIENT_APIS})"
         )
+
+
+def address_of(client: Any) -> str:
+    """Where ``client``'s server is, for logs: ``host:port`` (or the socket path, or the
+    Sentinel service) and the database."""
+    pool = client.connection_pool
+    kwargs = pool.connection_kwargs
+    service = getattr(pool, "service_name", None)  # a Sentinel pool: no host of its own
+    if service:
+        where = f"sentinel service {service!r}"
+    else:
+        where = kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port')}"
+    return f"{where}/{kwargs.get('db', 0) or 0}"
 
 
 def translate(exc: BaseException) -> RedisError:
