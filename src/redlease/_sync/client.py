@@ -439,9 +439,7 @@ class Backend:
     # -- pub/sub and identity ---------------------------------------------------------------
     def pubsub(self) -> Any:
         """A new pub/sub object on a private connection (never retried by the client)."""
-        self._refuse_if_closed()
-        client = self._flavor.client_class(connection_pool=self._private_pool(None))
-        return Subscription(client.pubsub(), self._translated)
+        return Subscription(self.library_pubsub(), self._translated)
 
     def identify(self) -> tuple[str, int]:
         """``(run_id, db)``: which server this is, as the server says, and the database.
