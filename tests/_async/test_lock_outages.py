@@ -10,9 +10,9 @@ import pytest
 import redis.asyncio
 from redis.exceptions import ConnectionError, TimeoutError
 
-import redlease._async.client as backend_module
+import redlease._async.keeper as keeper_module
 import redlease.asyncio as redlease
-from redlease._async.client import TRUSTED
+from redlease._async.keeper import TRUSTED
 from redlease._async.runtime import runtime_for
 from tests._async.helpers import wait_until
 from tests._async.lock_helpers import is_free
@@ -156,7 +156,7 @@ async def test_connections_the_server_closed_while_idle_are_replaced(
     for _ in range(3):
         assert await lock.acquire()
         await lock.release()
-    kept = runtime_for(async_client).backend._kept
+    kept = runtime_for(async_client).backend.keeper.kept
     assert kept  # the twin of the check below: there are kept connections to kill
     killed = 0
     for conn, _ in kept:
@@ -172,11 +172,11 @@ async def test_twin_a_killed_connection_reused_unchecked_fails_the_call(
 ) -> None:
     """The twin: trusted unchecked (as within TRUSTED of its last reply), a connection the
     server closed fails the call that reuses it."""
-    monkeypatch.setattr(backend_module, "TRUSTED", 1e9)
+    monkeypatch.setattr(keeper_module, "TRUSTED", 1e9)
     lock = redlease.Lock(async_client, "kept-connections-twin", renew=False)
     assert await lock.acquire()
     await lock.release()
-    kept = runtime_for(async_client).backend._kept
+    kept = runtime_for(async_client).backend.keeper.kept
     for conn, _ in kept:
         await async_client.client_kill_filter(_id=str(await conn_id(conn)))
     with pytest.raises(redlease.LockUnavailable):

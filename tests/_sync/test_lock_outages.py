@@ -11,9 +11,9 @@ import pytest
 import redis
 from redis.exceptions import ConnectionError, TimeoutError
 
-import redlease._sync.client as backend_module
+import redlease._sync.keeper as keeper_module
 import redlease as redlease
-from redlease._sync.client import TRUSTED
+from redlease._sync.keeper import TRUSTED
 from redlease._sync.runtime import runtime_for
 from tests._sync.helpers import wait_until
 from tests._sync.lock_helpers import is_free
@@ -157,7 +157,7 @@ def test_connections_the_server_closed_while_idle_are_replaced(
     for _ in range(3):
         assert lock.acquire()
         lock.release()
-    kept = runtime_for(client).backend._kept
+    kept = runtime_for(client).backend.keeper.kept
     assert kept  # the twin of the check below: there are kept connections to kill
     killed = 0
     for conn, _ in kept:
@@ -173,11 +173,11 @@ def test_twin_a_killed_connection_reused_unchecked_fails_the_call(
 ) -> None:
     """The twin: trusted unchecked (as within TRUSTED of its last reply), a connection the
     server closed fails the call that reuses it."""
-    monkeypatch.setattr(backend_module, "TRUSTED", 1e9)
+    monkeypatch.setattr(keeper_module, "TRUSTED", 1e9)
     lock = redlease.Lock(client, "kept-connections-twin", renew=False)
     assert lock.acquire()
     lock.release()
-    kept = runtime_for(client).backend._kept
+    kept = runtime_for(client).backend.keeper.kept
     for conn, _ in kept:
         client.client_kill_filter(_id=str(conn_id(conn)))
     with pytest.raises(redlease.LockUnavailable):

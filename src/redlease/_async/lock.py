@@ -36,7 +36,7 @@ from .._core.waiters import Outcome
 from .._synchronization import AsyncBackground, AsyncShield
 from ..errors import LockUnavailable, ReplicasUnavailable
 from .breakglass import force_release_lock
-from .client import check_client
+from .flavor import check_client
 from .handle import AsyncHandle
 from .hub import AsyncUnread
 from .runtime import AsyncRuntime

@@ -21,7 +21,7 @@ from .._core.once import OnceInfo
 from .._core.scripts import Script
 from .._synchronization import AsyncBackground, AsyncFunction
 from ..errors import OnceUnavailable, RunLost
-from .client import check_client
+from .flavor import check_client
 from .primitive import AsyncPrimitive
 
 __all__ = ["AsyncOnce", "AsyncOnceRun"]

@@ -31,9 +31,11 @@ from .._core.waiters import WAITERS, Outcome
 from .._fanout import NOT_YET, AsyncFanOut, Late, Unsent, hung
 from .._synchronization import AsyncBackground, AsyncShield
 from ..errors import QuorumUnavailable
-from .client import AsyncBackend, check_client, connecting_by
+from .client import AsyncBackend
+from .flavor import check_client
 from .handle import AsyncHandle
 from .runtime import AsyncRuntime, runtime_for
+from .server import connecting_by
 from .waiting import wait_turn
 
 __all__ = ["AsyncRedlock"]

@@ -37,7 +37,7 @@ from .._core.waiters import Outcome
 from .._synchronization import Background, Shield
 from ..errors import LockUnavailable, ReplicasUnavailable
 from .breakglass import force_release_lock
-from .client import check_client
+from .flavor import check_client
 from .handle import Handle
 from .hub import Unread
 from .runtime import Runtime

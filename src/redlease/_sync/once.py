@@ -22,7 +22,7 @@ from .._core.once import OnceInfo
 from .._core.scripts import Script
 from .._synchronization import Background, Function
 from ..errors import OnceUnavailable, RunLost
-from .client import check_client
+from .flavor import check_client
 from .primitive import Primitive
 
 __all__ = ["Once", "OnceRun"]

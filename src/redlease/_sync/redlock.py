@@ -32,9 +32,11 @@ from .._core.waiters import WAITERS, Outcome
 from .._fanout import NOT_YET, FanOut, Late, Unsent, hung
 from .._synchronization import Background, Shield
 from ..errors import QuorumUnavailable
-from .client import Backend, check_client, connecting_by
+from .client import Backend
+from .flavor import check_client
 from .handle import Handle
 from .runtime import Runtime, runtime_for
+from .server import connecting_by
 from .waiting import wait_turn
 
 __all__ = ["Redlock"]
