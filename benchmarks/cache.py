@@ -21,7 +21,6 @@ Runs its own embedded server unless ``--url`` is given; every child is joined.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import multiprocessing as mp
@@ -32,10 +31,13 @@ from typing import Any
 
 import redis
 import redis.asyncio
+from harness import config
+from harness.servers import url_or_private
+from harness.spawn import reap
+from harness.timing import alternate, p50_us
 
 import redlease
 import redlease.asyncio
-from redlease.server import RedisServer
 
 VALUE = {"name": "report", "rows": list(range(20)), "total": 190.5}
 TARGET_HIT = 1.2
@@ -44,10 +46,6 @@ WAYS = ("cached", "recipe", "recipe-redis-py", "no-lock")
 
 
 # -- 1. a hit ---------------------------------------------------------------------------------
-def p50_us(samples: list[int]) -> float:
-    return statistics.median(samples) / 1000
-
-
 def hits_sync(url: str, calls: int, rounds: int) -> tuple[float, float]:
     client = redis.Redis.from_url(url)
 
@@ -66,14 +64,8 @@ def hits_sync(url: str, calls: int, rounds: int) -> tuple[float, float]:
 
     best = {"cached": float("inf"), "plain": float("inf")}
     for r in range(rounds):
-        order = [("cached", cached_call), ("plain", plain_call)]
-        for name, call in order if r % 2 == 0 else reversed(order):
-            samples = []
-            for _ in range(calls):
-                began = time.perf_counter_ns()
-                call()
-                samples.append(time.perf_counter_ns() - began)
-            best[name] = min(best[name], p50_us(samples))
+        for name, call in alternate([("cached", cached_call), ("plain", plain_call)], r):
+            best[name] = min(best[name], p50_us(call, calls))
     redlease.close(client)
     client.close()
     return best["cached"], best["plain"]
@@ -97,14 +89,13 @@ async def hits_async(url: str, calls: int, rounds: int) -> tuple[float, float]:
 
     best = {"cached": float("inf"), "plain": float("inf")}
     for r in range(rounds):
-        order = [("cached", cached_call), ("plain", plain_call)]
-        for name, call in order if r % 2 == 0 else reversed(order):
+        for name, acall in alternate([("cached", cached_call), ("plain", plain_call)], r):
             samples = []
             for _ in range(calls):
                 began = time.perf_counter_ns()
-                await call()
+                await acall()
                 samples.append(time.perf_counter_ns() - began)
-            best[name] = min(best[name], p50_us(samples))
+            best[name] = min(best[name], statistics.median(samples) / 1000)
     await redlease.asyncio.close(client)
     await client.aclose()
     return best["cached"], best["plain"]
@@ -171,11 +162,7 @@ def cold_key(url: str, way: str, processes: int) -> tuple[int, float, bool]:
         barrier.wait(120)
         answers = [results.get(timeout=120) for _ in children]
     finally:
-        for child in children:
-            child.join(30)
-            if child.is_alive():
-                child.kill()
-                child.join()
+        reap(children, grace=30.0)
     with redis.Redis.from_url(url) as c:
         computations = int(c.get("computations") or 0)
     return computations, max(took for _, took in answers), all(ok for ok, _ in answers)
@@ -183,15 +170,13 @@ def cold_key(url: str, way: str, processes: int) -> tuple[int, float, bool]:
 
 # -- the run ----------------------------------------------------------------------------------
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--url", help="a server to use (default: start an embedded one)")
+    parser = config.parser(__doc__, paragraph=False)
+    config.add_url(parser, "a server to use (default: start an embedded one)")
     parser.add_argument("--calls", type=int, default=2000, help="calls per round and way")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--processes", type=int, default=16)
     args = parser.parse_args(argv)
-    server = None if args.url else RedisServer().start()
-    url = args.url or server.url  # type: ignore[union-attr]
-    try:
+    with url_or_private(args.url) as url:
         print(f"redlease.cached benchmark against {url} (redis-py {redis.__version__})")
         print("\n1. a hit vs GET + json.loads, same client, p50 of the best round:")
         sync_hit, sync_plain = hits_sync(url, args.calls, args.rounds)
@@ -214,9 +199,6 @@ def main(argv: list[str]) -> int:
                 f"   {way:16} computations {computations:3}   longest call "
                 f"{longest * 1000:7.0f} ms{note}"
             )
-    finally:
-        if server is not None:
-            server.stop()
     return 0
 
 

@@ -23,7 +23,6 @@ reaped. Names carry a random run id so runs against a shared server do not colli
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing as mp
 import os
 import secrets
@@ -32,10 +31,14 @@ import time
 from typing import Any
 
 import redis
+from harness import config
+from harness.servers import commands_processed, url_or_private
+from harness.spawn import reap
 
 import redlease
 from redlease._core.latch import LatchKeys
-from redlease._core.shared import SharedKeys
+from redlease._core.rwlock import rwlock_keys
+from redlease._core.semaphore import semaphore_keys
 
 SPAWN = mp.get_context("spawn")
 HOLD = 0.005  # seconds of "work" inside the critical section
@@ -89,7 +92,7 @@ def run(url: str, kind: str, seconds: float, run_id: str) -> dict[str, float]:
     time.sleep(1.0)  # let every child import and connect
     start.set()
     results = [out.get(timeout=seconds + 90) for _ in procs]
-    reap(procs)
+    reap(procs, grace=30.0)
     client = redis.Redis.from_url(url)
     most = int(client.get(name + ":max") or 0)
     client.delete(name + ":max", name + ":inside")
@@ -102,17 +105,6 @@ def run(url: str, kind: str, seconds: float, run_id: str) -> dict[str, float]:
         "longest_wait": max(w for _, w, _ in results),
         "mean_wait": sum(w for _, _, w in results) / max(timed, 1),
     }
-
-
-def reap(procs: list[Any]) -> None:
-    for p in procs:
-        p.join(30)
-        if p.is_alive():
-            p.terminate()
-            p.join(5)
-        if p.is_alive():
-            p.kill()
-            p.join(5)
 
 
 def block(url: str, kind: str, name: str, ready: Any) -> None:
@@ -135,13 +127,14 @@ def blocked_commands(url: str, kind: str, run_id: str, waiters: int = 8) -> floa
     """
     client = redis.Redis.from_url(url)
     name = f"bench:{run_id}:blocked-{kind}"
-    queue = SharedKeys.build("redlease", name.encode()).queue
     if kind == "semaphore":
         holder: Any = redlease.Semaphore(client, name, 1, ttl=60.0, renew=False)
         holder.acquire()
+        queue = semaphore_keys("redlease", name.encode()).queue
     elif kind == "read":
         holder = redlease.ReadWriteLock(client, name, ttl=60.0, renew=False).write
         holder.acquire()
+        queue = rwlock_keys("redlease", name.encode()).queue
     else:
         holder = redlease.CountDownLatch(client, name)
         holder.try_set_count(1)
@@ -158,33 +151,26 @@ def blocked_commands(url: str, kind: str, run_id: str, waiters: int = 8) -> floa
         time.sleep(0.1)
     time.sleep(0.5)
     window = 3.0
-    before = int(client.info("stats")["total_commands_processed"])
+    before = commands_processed(client)
     time.sleep(window)
-    after = int(client.info("stats")["total_commands_processed"])
+    after = commands_processed(client)
     per_waiter = max(after - before - 1, 0) / window / waiters  # minus our INFO
     if kind == "latch":
         holder.count_down()
     else:
         holder.release()
-    reap(procs)
+    reap(procs, grace=30.0)
     return per_waiter
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="short smoke run")
-    parser.add_argument("--url", help="use this server instead of starting one")
+    parser = config.parser(__doc__, paragraph=False)
+    config.add_quick(parser, "short smoke run")
+    config.add_url(parser, "use this server instead of starting one")
     args = parser.parse_args(argv)
     seconds = 4.0 if args.quick else 15.0
     run_id = secrets.token_hex(4)
-    server = None
-    url = args.url
-    if url is None:
-        from redlease.server import RedisServer
-
-        server = RedisServer().start()
-        url = server.url
-    try:
+    with url_or_private(args.url) as url:
         load = os.getloadavg()[0]
         print(
             f"family benchmark: {PROCESSES} processes, hold {HOLD * 1000:.0f} ms, "
@@ -221,9 +207,6 @@ def main(argv: list[str] | None = None) -> int:
         for kind in ("semaphore", "read", "latch"):
             print(f"   {kind:<19} {blocked_commands(url, kind, run_id):8.2f}")
         print(f"\nload after: {os.getloadavg()[0]:.2f}")
-    finally:
-        if server is not None:
-            server.stop()
     return 0
 
 

@@ -16,25 +16,15 @@ Runs its own embedded server unless ``--url`` is given.
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import sys
-import time
 from collections.abc import Callable
 
 import redis
+from harness import config
+from harness.servers import url_or_private
+from harness.timing import alternate, p50_us
 
 import redlease
-from redlease.server import RedisServer
-
-
-def p50_us(step: Callable[[], None], calls: int) -> float:
-    samples = []
-    for _ in range(calls):
-        started = time.perf_counter_ns()
-        step()
-        samples.append(time.perf_counter_ns() - started)
-    return statistics.median(samples) / 1000
 
 
 def rows(client: redis.Redis) -> dict[str, Callable[[], None]]:
@@ -61,33 +51,34 @@ def rows(client: redis.Redis) -> dict[str, Callable[[], None]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--url", help="a server of yours (default: a private one)")
+    parser = config.parser(__doc__, paragraph=False)
+    config.add_url(parser, "a server of yours (default: a private one)")
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    server = None if args.url else RedisServer().start()
-    url = args.url or server.url  # type: ignore[union-attr]
+    with url_or_private(args.url) as url:
+        measure(url, args.calls, args.rounds)
+    return 0
+
+
+def measure(url: str, calls: int, rounds: int) -> None:
+    """Every row, best of ``rounds`` rounds of ``calls`` calls, and the table."""
     client = redis.Redis.from_url(url)
     try:
         steps = rows(client)
         for step in steps.values():  # warm up: scripts loaded, connections open
             p50_us(step, 50)
         best: dict[str, float] = {}
-        for round_no in range(args.rounds):
-            order = list(steps) if round_no % 2 == 0 else list(reversed(steps))
-            for name in order:
-                figure = p50_us(steps[name], args.calls)
+        for round_no in range(rounds):
+            for name in alternate(steps, round_no):
+                figure = p50_us(steps[name], calls)
                 best[name] = min(best.get(name, figure), figure)
-        print(f"Once vs Lock, p50 us, best of {args.rounds} rounds of {args.calls} calls")
+        print(f"Once vs Lock, p50 us, best of {rounds} rounds of {calls} calls")
         for name, figure in best.items():
             print(f"  {name:<10} {figure:8.1f} us  {figure / best['Lock']:5.2f}x Lock")
     finally:
         redlease.close(client)
         client.close()
-        if server is not None:
-            server.stop()
-    return 0
 
 
 if __name__ == "__main__":

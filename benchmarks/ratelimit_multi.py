@@ -21,7 +21,6 @@ figures: the machine is shared.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import statistics
@@ -32,6 +31,9 @@ from typing import Any
 
 import redis
 import redis.asyncio
+from harness import config
+from harness.servers import url_or_private
+from harness.timing import alternate
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
@@ -40,7 +42,6 @@ from starlette.routing import Route
 import redlease
 import redlease.web
 from redlease._core.ratelimit import ALGORITHMS
-from redlease.server import RedisServer
 
 THREE = "1000000/second;10000000/hour;100000000/day"
 
@@ -71,8 +72,7 @@ def hits_per_second(url: str, algorithm: str, rounds: int, hits: int) -> dict[st
         for i in range(50):
             fn(f"warm{i}")
     for r in range(rounds):
-        order = list(variants) if r % 2 == 0 else list(reversed(variants))
-        for name in order:
+        for name in alternate(variants, r):
             fn = variants[name]
             started = time.perf_counter()
             for i in range(hits):
@@ -132,8 +132,7 @@ async def middleware_cost(url: str, rounds: int, requests: int) -> dict[str, flo
         for _ in range(50):
             assert await fn() == 200
     for r in range(rounds):
-        order = list(variants) if r % 2 == 0 else list(reversed(variants))
-        for name in order:
+        for name in alternate(variants, r):
             fn = variants[name]
             started = time.perf_counter()
             for _ in range(requests):
@@ -144,18 +143,12 @@ async def middleware_cost(url: str, rounds: int, requests: int) -> dict[str, flo
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--url", help="a server to use (default: a private one)")
-    parser.add_argument("--quick", action="store_true", help="small samples")
+    parser = config.parser(__doc__, paragraph=False)
+    config.add_url(parser, "a server to use (default: a private one)")
+    config.add_quick(parser, "small samples")
     args = parser.parse_args()
     rounds, size = (3, 300) if args.quick else (7, 1500)
-    server = None
-    if args.url is None:
-        server = RedisServer().start()
-        url = f"redis://{server.host}:{server.port}/0"
-    else:
-        url = args.url
-    try:
+    with url_or_private(args.url) as url:
         print(f"load average before: {os.getloadavg()[0]:.2f}; {rounds} rounds of {size}")
         print("\n1. hits/s, one process (median round)")
         print(f"{'algorithm':<14}{'multi (1x3)':>14}{'three (3x1)':>14}{'multi/three':>14}")
@@ -172,9 +165,6 @@ def main() -> None:
         print(f"overhead           {overhead:>9.1f} us = {overhead / cost['floor']:.2f}x the floor;"
               f" with/without = {cost['app+middleware'] / cost['app']:.2f}x")  # fmt: skip
         print(f"load average after: {os.getloadavg()[0]:.2f}")
-    finally:
-        if server is not None:
-            server.stop()
 
 
 if __name__ == "__main__":

@@ -20,32 +20,17 @@ renewals themselves are real).
 
 from __future__ import annotations
 
-import argparse
-import os
-import threading
 import time
 from typing import Any
 
 import redis
+from harness import config
+from harness.cpu import thread_cpu
+from harness.servers import url_or_private
 
 import redlease
 from redlease._core import renewals
 from redlease._sync import renewer
-from redlease.server import RedisServer
-
-
-def thread_cpu(name: str) -> float:
-    """CPU seconds of this process' thread called ``name`` (0 if there is none)."""
-    ids = {t.native_id for t in threading.enumerate() if t.name == name}
-    ticks = 0
-    for tid in ids:
-        try:
-            with open(f"/proc/self/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            ticks += int(fields[11]) + int(fields[12])
-        except OSError:
-            pass
-    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def run(url: str, n: int, ttl: float, seconds: float) -> dict[str, Any]:
@@ -96,17 +81,14 @@ def run(url: str, n: int, ttl: float, seconds: float) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", help="a server to use (default: start a private one)")
+    parser = config.parser(__doc__, paragraph=False)
+    config.add_url(parser, "a server to use (default: start a private one)")
     parser.add_argument("--locks", type=int, default=10_000)
     parser.add_argument("--ttl", type=float, default=3.0)
     parser.add_argument("--seconds", type=float, default=10.0)
     args = parser.parse_args()
-    if args.url:
-        out = run(args.url, args.locks, args.ttl, args.seconds)
-    else:
-        with RedisServer() as server:
-            out = run(server.url, args.locks, args.ttl, args.seconds)
+    with url_or_private(args.url) as url:
+        out = run(url, args.locks, args.ttl, args.seconds)
     print(f"renewals benchmark: {out['locks']:,} locks, ttl {args.ttl} s, one client")
     print(f"  chunk size (renewals.CHUNK)       {renewals.CHUNK:,}")
     print(f"  acquiring them took               {out['acquire_s']:.1f} s")

@@ -1,5 +1,24 @@
-"""Helpers of the idioms suite (tests/test_idioms.py): its settings, the server-side
-exclusion check, the handles of each kind, and the report of a run."""
+"""The idioms suite: the code users really write, mixed at random against one server.
+
+Seeded (``REDLEASE_IDIOMS_SEED`` replays a run; the seed is printed) and bounded (a few seconds
+of traffic per part). Workers take Lock, RLock, Semaphore and ReadWriteLock handles through
+the idioms of issue 23: asyncio ``wait_for`` with short timeouts, ``asyncio.timeout``,
+``gather``, ``create_task``, ``shield`` and cancellation (the lock is released by the code that
+awaited it); threads sharing handles; ``fork`` while holding (the child owns nothing); while
+connections are killed (``CLIENT KILL``) and a slow ``on_lost`` runs. Checked:
+
+* exclusion: each critical section enters and leaves through a script on the server that
+  counts the holders of each name (and the other side, for a ReadWriteLock), and the fences of
+  a Lock's successive holders strictly increase;
+* no lease outlives its handle: a handle dropped without ``release()`` stops being renewed,
+  and a new handle gets the name within the ttl;
+* no lease is lost meanwhile (none of these locks is ever stolen), and nothing is left
+  behind: no redlease thread or task after ``close()``, every name free at the end.
+
+This module holds its settings, the server-side exclusion check, the handles of each kind,
+and the report of a run; the tests are in tests/test_idioms_asyncio.py and
+tests/test_idioms_threads.py.
+"""
 
 from __future__ import annotations
 

@@ -181,7 +181,7 @@ def test_a_wrong_signature_is_caught() -> None:
 
 CLUSTER_TESTS = {
     "Lock": "tests/_async/test_lock_cluster.py",
-    "RLock": "tests/_async/test_lock_cluster.py",  # test_lock.py's RLock tests, again
+    "RLock": "tests/_async/test_lock_cluster.py",  # test_lock_basics.py's RLock tests, again
     "Redlock": "tests/test_cluster_faults.py",  # refuses a cluster client
     "Inventory": "tests/_async/test_inventory_cluster.py",
     "RateLimiter": "tests/_async/test_ratelimit_cluster.py",

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 import redlease.asyncio as redlease
-from redlease import _fanout
 from redlease._core.lock import INSPECT
 from redlease._fanout import Late
+from redlease._fanout import tasks as fanout_tasks
 
 pytestmark = pytest.mark.timeout(60)
 PAUSE = 0.3  # three deadlines of the default server_timeout (0.1 s)
@@ -50,8 +50,8 @@ async def test_twin_without_a_second_look_the_servers_are_late(
 ) -> None:
     """The check above catches a fan-out that blames its servers for its own pause (with
     neither look: the long pause is caught by either)."""
-    monkeypatch.setattr(_fanout, "OVERSLEPT", float("inf"))
-    monkeypatch.setattr(_fanout, "_began", lambda slot: None)
+    monkeypatch.setattr(fanout_tasks, "OVERSLEPT", float("inf"))
+    monkeypatch.setattr(fanout_tasks, "_began", lambda slot: None)
     rounds = await paused_rounds(async_redlock_clients)
     assert any(isinstance(r, Late) for replies in rounds for r in replies)  # fails above
 
@@ -72,6 +72,6 @@ async def test_a_call_sent_after_a_short_pause_has_its_whole_deadline(
 async def test_twin_counting_from_the_rounds_start_the_servers_are_late(
     async_redlock_clients: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_fanout, "_began", lambda slot: None)  # the old clock
+    monkeypatch.setattr(fanout_tasks, "_began", lambda slot: None)  # the old clock
     rounds = await paused_rounds(async_redlock_clients, SHORT_PAUSE)
     assert any(isinstance(r, Late) for replies in rounds for r in replies)  # fails above

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 import redlease
-from redlease import _fanout_sync
 from redlease._fanout import LATE, FanOut
+from redlease._fanout import blocking as fanout_blocking
 from redlease._sync import redlock as sync_redlock
 from redlease._sync import redlock_servers as sync_servers
 from redlease._sync.client import Backend
@@ -81,7 +81,7 @@ def test_twin_connecting_to_each_in_turn_costs_a_deadline_per_server(
     redlock_clients: list[Any], redlock_servers: list[RedisServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The check above catches a fan-out that opens their connections first, in turn."""
-    monkeypatch.setattr(_fanout_sync, "hung", lambda backend: False)
+    monkeypatch.setattr(fanout_blocking, "hung", lambda backend: False)
     took, _ = timed_with_two_hung(redlock_clients, redlock_servers)
     assert took >= len(HUNG) * SERVER_TIMEOUT * 0.9  # fails the check above
 
@@ -124,7 +124,7 @@ def test_twin_probing_each_in_turn_costs_a_call_a_deadline_per_server(
     def hung_unless_probed(backend: Any) -> bool:
         return not backend.idle() and backend.hung() and not backend.probe()
 
-    monkeypatch.setattr(_fanout_sync, "hung", hung_unless_probed)
+    monkeypatch.setattr(fanout_blocking, "hung", hung_unless_probed)
     slowest = slowest_call_while_two_hang(redlock_clients, redlock_servers)
     assert slowest >= len(HUNG) * SERVER_TIMEOUT * 0.9, slowest  # fails the check above
 

@@ -38,7 +38,7 @@ def _in_child(client: redis.Redis, *, stale_pid: int | None) -> dict[str, Any]:
     ``stale_pid``: the child first sets the cached process id back to it (the twin: what the
     child would see if the fork hook had not run)."""
     parent = runtime_for(client)
-    parent_conns = {id(c) for c, _ in parent.backend._kept}
+    parent_conns = {id(c) for c, _ in parent.backend.keeper.kept}
     read, write = os.pipe()
     child = os.fork()
     if child == 0:  # pragma: no cover - runs in the child, which reports through the pipe
@@ -49,7 +49,7 @@ def _in_child(client: redis.Redis, *, stale_pid: int | None) -> dict[str, Any]:
             lock = redlease.Lock(client, "fork:child", ttl=5.0, renew=False)
             took = lock.acquire(timeout=5)
             runtime = runtime_for(client)
-            mine = {id(c) for c, _ in runtime.backend._kept}
+            mine = {id(c) for c, _ in runtime.backend.keeper.kept}
             lock.release()
             report = {
                 "took": took,

@@ -251,8 +251,8 @@ def test_free_port_race_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         ports = iter([taken.getsockname()[1]])
-        real_free_port = server_mod._free_port
-        monkeypatch.setattr(server_mod, "_free_port", lambda: next(ports, None) or real_free_port())
+        real_free_port = server_mod.free_port
+        monkeypatch.setattr(server_mod, "free_port", lambda: next(ports, None) or real_free_port())
         with RedisServer() as srv, srv.client() as conn:
             assert srv.port != taken.getsockname()[1]
             assert conn.ping()

@@ -360,7 +360,7 @@ class Connections:
         if timeout is None:
             return conn.read_response()
         timeout = max(timeout, MIN_WAIT)
-        sock = conn._sock
+        sock = socket_of(conn)
         if sock is None:  # redis-py 8 would fail with an AttributeError from its parser
             raise ConnectionError("connection closed before its reply was read")
         if _reads_with_timeout(type(conn)):
@@ -369,7 +369,7 @@ class Connections:
         try:
             return conn.read_response()
         finally:
-            if conn._sock is sock:  # still connected: back to the client's socket timeout
+            if socket_of(conn) is sock:  # still connected: back to the client's socket timeout
                 sock.settimeout(conn.socket_timeout)
 
     @staticmethod
@@ -388,7 +388,7 @@ class Connections:
     @staticmethod
     def connected(conn: Any) -> bool:
         """Whether ``conn`` is connected (its socket open)."""
-        return conn._sock is not None
+        return socket_of(conn) is not None
 
     @staticmethod
     def stale(conn: Any) -> bool:
@@ -396,7 +396,7 @@ class Connections:
         left with data). An idle connection has nothing to read, so a socket that is readable
         (data, or the server's close) is stale: one ``select`` call, where redis-py's
         ``can_read`` costs a non-blocking read, two ``settimeout`` calls and an exception."""
-        sock = conn._sock
+        sock = socket_of(conn)
         if sock is None:
             return True
         try:
@@ -415,7 +415,7 @@ class Connections:
         """A new connection's handshake (AUTH/HELLO, SELECT, CLIENT SETINFO; ``inner``, the
         pool's own ``redis_connect_func``, in its place if set) with each reply within
         ``timeout`` seconds instead of the connection's socket timeout."""
-        sock = conn._sock
+        sock = socket_of(conn)
         if not hasattr(sock, "settimeout"):  # fakeredis' in-process socket: nothing to bound
             timeout = conn.socket_timeout
         else:
@@ -426,5 +426,5 @@ class Connections:
             else:
                 inner(conn)
         finally:
-            if conn._sock is sock and timeout != conn.socket_timeout:
+            if socket_of(conn) is sock and timeout != conn.socket_timeout:
                 sock.settimeout(conn.socket_timeout)

@@ -33,6 +33,7 @@ from redis.retry import Retry
 
 __all__ = [
     "HOST",
+    "START_ATTEMPTS",
     "RedisServer",
     "ServerNotFound",
     "ServerStartError",
@@ -40,14 +41,16 @@ __all__ = [
     "binary_version",
     "embedded_binary",
     "find_server_binary",
+    "free_port",
 ]
 
 HOST = "127.0.0.1"
 """The only address servers bind to and clients connect to."""
+START_ATTEMPTS = 5
+"""Tries at starting a server when the port it was given turns out to be taken."""
 
 _START_TIMEOUT = 10.0  # seconds until a started server must answer
 _STOP_TIMEOUT = 10.0  # seconds SIGTERM gets before SIGKILL
-_START_ATTEMPTS = 5  # tries when the port turns out to be taken
 _CONF, _LOG = "redis.conf", "server.log"
 # Settings we control; overriding them could break isolation (e.g. bind 0.0.0.0).
 _RESERVED = frozenset({"bind", "port", "dir", "daemonize", "logfile", "unixsocket", "pidfile"})
@@ -156,7 +159,8 @@ def binary_version(binary: str) -> tuple[tuple[int, int, int] | None, str]:
     return version, f"{binary} ({found[1]} {'.'.join(map(str, numbers))})"
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on :data:`HOST` that is free now (another process may take it before use)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((HOST, 0))
         port: int = sock.getsockname()[1]
@@ -355,13 +359,13 @@ class RedisServer:
         if self._dir is None:
             self._dir = Path(tempfile.mkdtemp(prefix="redlease-server-"))
         _LIVE.add(self)
-        for attempt in range(1, _START_ATTEMPTS + 1):
-            port = self._port if self._port is not None else _free_port()
+        for attempt in range(1, START_ATTEMPTS + 1):
+            port = self._port if self._port is not None else free_port()
             self._spawn(binary, port)
             error = self._wait_ready(port)
             if error is None:
                 break
-            if "already in use" not in error or attempt == _START_ATTEMPTS:
+            if "already in use" not in error or attempt == START_ATTEMPTS:
                 raise ServerStartError(f"{binary} failed on {HOST}:{port}: {error}")
             if keep_port:
                 time.sleep(0.2)  # wait for whoever holds the port to let go

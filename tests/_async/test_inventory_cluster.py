@@ -1,8 +1,8 @@
 """The Inventory tests again, with a ``RedisCluster`` client on the 3 + 3 node cluster fixture.
 
-Every test of ``test_inventory.py`` that takes ``async_client`` runs a second time through the
-Cluster adapter (``_async/cluster.py``); those that check arguments only, or inject faults
-into one private server, are skipped here.
+Every test of the ``test_inventory_*.py`` files imported below that takes ``async_client``
+runs a second time through the Cluster adapter (``_async/cluster.py``); those that check
+arguments only, or inject faults into one private server, are skipped here.
 """
 
 from __future__ import annotations
@@ -14,7 +14,12 @@ import pytest
 
 from redlease.topology import RedisClusterServers
 from tests._async.helpers import skipped
-from tests._async.test_inventory import *  # noqa: F403 - the tests to run again
+from tests._async.test_inventory_errors import *  # noqa: F403 - the tests to run again
+from tests._async.test_inventory_orders import *  # noqa: F403 - the tests to run again
+from tests._async.test_inventory_reserve import *  # noqa: F403 - the tests to run again
+from tests._async.test_inventory_reserve_command import *  # noqa: F403 - the tests to run again
+from tests._async.test_inventory_retention import *  # noqa: F403 - the tests to run again
+from tests._async.test_inventory_withdraw import *  # noqa: F403 - the tests to run again
 
 _NOT_HERE = "argument checks or a private server's faults: nothing cluster-specific"
 _KEYS = "lists keys with KEYS *, which a cluster client asks of one node (layout: one server)"

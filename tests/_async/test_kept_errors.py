@@ -21,7 +21,6 @@ import redis.asyncio
 from redis.exceptions import ConnectionError
 
 import redlease.asyncio as redlease
-from redlease import _fanout_results as fanout_module
 from redlease import metrics
 from redlease._async import cluster_pubsub
 from redlease._async import hub as hub_module
@@ -30,6 +29,7 @@ from redlease._async.cluster import AsyncClusterBackend
 from redlease._async.cluster_pubsub import _NodeSubscriptions, _ShardedSubscription
 from redlease._async.runtime import runtime_for
 from redlease._core.lock import LockKeys
+from redlease._fanout import results as fanout_module
 from redlease.server import RedisServer
 from redlease.topology import RedisClusterServers
 from tests._async.helpers import wait_until

@@ -1,10 +1,11 @@
 """The lock tests again, with a ``RedisCluster`` client against the 3 + 3 node cluster fixture.
 
-Every test of ``test_lock.py`` that takes ``async_client`` runs here a second time through the
-Cluster adapter (``_async/cluster.py``): each script on the master owning its lock's slot,
-waiters woken by SPUBLISH on a channel in that slot, renewals split by slot. The tests that
-inject faults into one private server (``make_server``, ``server``) are skipped here: the
-cluster's own faults (failover, slot migration) are tested in ``test_cluster_faults.py``.
+Every test of the ``test_lock_*.py`` files imported below that takes ``async_client`` runs
+here a second time through the Cluster adapter (``_async/cluster.py``): each script on the
+master owning its lock's slot, waiters woken by SPUBLISH on a channel in that slot, renewals
+split by slot. The tests that inject faults into one private server (``make_server``,
+``server``) are skipped here: the cluster's own faults (failover, slot migration) are tested
+in ``test_cluster_faults.py``.
 """
 
 from __future__ import annotations
@@ -25,8 +26,14 @@ from redlease._async.runtime import runtime_for
 from redlease._core.lease import process_id
 from redlease.topology import RedisClusterServers, key_slot
 from tests._async.helpers import skipped, wait_until
-from tests._async.test_lock import *  # noqa: F403 - the tests to run again
-from tests._async.test_lock import hold_until, keys, queued
+from tests._async.lock_helpers import hold_until, keys, queued
+from tests._async.test_lock_arguments import *  # noqa: F403 - the tests to run again
+from tests._async.test_lock_basics import *  # noqa: F403 - the tests to run again
+from tests._async.test_lock_decorator import *  # noqa: F403 - the tests to run again
+from tests._async.test_lock_fencing import *  # noqa: F403 - the tests to run again
+from tests._async.test_lock_outages import *  # noqa: F403 - the tests to run again
+from tests._async.test_lock_waiting import *  # noqa: F403 - the tests to run again
+from tests._async.test_lock_watchdog import *  # noqa: F403 - the tests to run again
 from tests.support import AsyncTasks
 
 _SERVER_FAULTS = "injects faults into one private server; cluster faults: test_cluster_faults.py"

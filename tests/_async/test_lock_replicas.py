@@ -14,7 +14,7 @@ import redis.asyncio
 
 import redlease.asyncio as redlease
 from redlease.topology import SentinelGroup
-from tests._async.test_lock import keys
+from tests._async.lock_helpers import keys
 from tests.support import needs_server
 
 pytestmark = pytest.mark.timeout(60)

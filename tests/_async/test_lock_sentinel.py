@@ -16,7 +16,7 @@ import pytest
 import redlease.asyncio as redlease
 from redlease.topology import SentinelGroup
 from tests._async.helpers import wait_until
-from tests._async.test_lock import hold_until, keys
+from tests._async.lock_helpers import hold_until, keys
 from tests._async.test_logging import events
 from tests.support import AsyncTasks
 

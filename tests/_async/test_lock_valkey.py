@@ -1,8 +1,8 @@
 """The lock tests again, with a valkey-py client against a valkey-server.
 
-Every test of ``test_lock.py`` runs here a second time: the ``async_client`` fixture below
-replaces the redis-py one, so the whole Lock/RLock behaviour is checked through the valkey
-adapter of the client interface (``_async/client.py``).
+Every test of the ``test_lock_*.py`` files imported below runs here a second time: the
+``async_client`` fixture below replaces the redis-py one, so the whole Lock/RLock behaviour is
+checked through the valkey adapter of the client interface (``_async/client.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,13 @@ import pytest
 
 from redlease.server import RedisServer, embedded_binary
 from tests._async.helpers import skipped
-from tests._async.test_lock import *  # noqa: F403 - the tests to run again
+from tests._async.test_lock_arguments import *  # noqa: F403 - the tests to run again
+from tests._async.test_lock_basics import *  # noqa: F403 - the tests to run again
+from tests._async.test_lock_decorator import *  # noqa: F403 - the tests to run again
+from tests._async.test_lock_fencing import *  # noqa: F403 - the tests to run again
+from tests._async.test_lock_outages import *  # noqa: F403 - the tests to run again
+from tests._async.test_lock_waiting import *  # noqa: F403 - the tests to run again
+from tests._async.test_lock_watchdog import *  # noqa: F403 - the tests to run again
 
 valkey_asyncio = pytest.importorskip("valkey.asyncio")
 
@@ -38,8 +44,8 @@ async def async_client(valkey_server: RedisServer) -> AsyncIterator[Any]:
 
 # These do not use a client of this module's kind (they make their own redis-py client).
 test_the_watchdog_renews_thousands_of_locks_in_a_few_calls_a_round = skipped(
-    "makes its own redis-py client: run once, in test_lock.py"
+    "makes its own redis-py client: run once, in test_lock_watchdog.py"
 )
 test_twin_renewing_in_calls_of_100_would_take_15_a_round = skipped(
-    "makes its own redis-py client: run once, in test_lock.py"
+    "makes its own redis-py client: run once, in test_lock_watchdog.py"
 )

@@ -16,7 +16,7 @@ from redlease._core.lock import ACQUIRE, LockKeys
 from redlease._core.scripts import Script
 from redlease.server import RedisServer
 from tests._async.helpers import wait_until
-from tests._async.test_lock import paused_after_the_grant
+from tests._async.lock_helpers import paused_after_the_grant
 from tests.support import AsyncTasks
 
 pytestmark = pytest.mark.timeout(90)

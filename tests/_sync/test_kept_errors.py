@@ -22,7 +22,6 @@ import redis
 from redis.exceptions import ConnectionError
 
 import redlease as redlease
-from redlease import _fanout_results as fanout_module
 from redlease import metrics
 from redlease._sync import cluster_pubsub
 from redlease._sync import hub as hub_module
@@ -31,6 +30,7 @@ from redlease._sync.cluster import ClusterBackend
 from redlease._sync.cluster_pubsub import _NodeSubscriptions, _ShardedSubscription
 from redlease._sync.runtime import runtime_for
 from redlease._core.lock import LockKeys
+from redlease._fanout import results as fanout_module
 from redlease.server import RedisServer
 from redlease.topology import RedisClusterServers
 from tests._sync.helpers import wait_until

@@ -15,7 +15,7 @@ import redis
 
 import redlease as redlease
 from redlease.topology import SentinelGroup
-from tests._sync.test_lock import keys
+from tests._sync.lock_helpers import keys
 from tests.support import needs_server
 
 pytestmark = pytest.mark.timeout(60)

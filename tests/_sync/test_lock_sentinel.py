@@ -17,7 +17,7 @@ import pytest
 import redlease as redlease
 from redlease.topology import SentinelGroup
 from tests._sync.helpers import wait_until
-from tests._sync.test_lock import hold_until, keys
+from tests._sync.lock_helpers import hold_until, keys
 from tests._sync.test_logging import events
 from tests.support import Tasks
 

@@ -17,7 +17,7 @@ from redlease._core.lock import ACQUIRE, LockKeys
 from redlease._core.scripts import Script
 from redlease.server import RedisServer
 from tests._sync.helpers import wait_until
-from tests._sync.test_lock import paused_after_the_grant
+from tests._sync.lock_helpers import paused_after_the_grant
 from tests.support import Tasks
 
 pytestmark = pytest.mark.timeout(90)

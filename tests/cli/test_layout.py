@@ -1,9 +1,9 @@
 """The CLI's module layout: no import cycles, every module importable on its own.
 
-Subcommand modules take what they share from ``redlease.cli._common``; only ``redlease.cli``
-(``main``, ``build_parser``) imports the subcommands, and only ``redlease.__main__`` imports
-``main`` from it. These tests read the sources (no Redis needed) and import each module in a
-fresh interpreter, the way a spawned demo worker does.
+Subcommand modules take what they share from ``redlease.cli._common`` and ``._connection``;
+only ``redlease.cli`` (``main``, ``build_parser``) imports the subcommands, and only
+``redlease.__main__`` imports ``main`` from it. These tests read the sources (no Redis needed)
+and import each module in a fresh interpreter, the way a spawned demo worker does.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The ``redlease`` command on every topology: TLS (client certificate), Cluster, Sentinel.
 
-``run``, ``inspect`` and ``demo`` go through :func:`redlease.cli._common.make_client`; these
+``run``, ``inspect`` and ``demo`` go through :func:`redlease.cli._connection.make_client`; these
 tests point them at the session's real topologies (tests/conftest.py) with the options and
 with the URL forms, in-process through :func:`redlease.cli.main`. Only the URL parsing is
 tested without a server (no I/O there).
@@ -18,7 +18,7 @@ import redis.cluster
 
 import redlease
 from redlease.cli import main
-from redlease.cli._common import make_client, parse_url, redact
+from redlease.cli._connection import make_client, parse_url, redact
 from redlease.server import RedisServer, TLSFiles
 from redlease.topology import RedisClusterServers, SentinelGroup
 

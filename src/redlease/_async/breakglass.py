@@ -16,7 +16,7 @@ from .._core.breakglass import FORCE_RELEASE, SHARED_FORCE_RELEASE, ForceRelease
 from .._core.lock import LockKeys
 from .._core.shared import SharedKeys
 from ..errors import LockUnavailable, Unavailable
-from .client import check_client
+from .flavor import check_client
 from .runtime import runtime_for
 
 __all__ = ["force_release_lock", "force_release_shared"]

@@ -16,7 +16,7 @@ from .._core import validate
 from .._logging import record
 from .._synchronization import AsyncBackground, ProcessLock
 from ..errors import LockLost, LockUnavailable
-from .client import check_client
+from .flavor import check_client
 from .lock import AsyncLock
 from .primitive import AsyncPrimitive
 

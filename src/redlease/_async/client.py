@@ -1,180 +1,56 @@
 """One server: the server interface (``server.py``) over a redis-py/valkey-py client.
 
-A backend wraps the client the user hands in (redis-py or valkey-py; a standalone server or a
-Sentinel master) and offers the few things the primitives need, in the spirit of redsync's
-``Pool``:
+A backend wraps the client the user hands in (a standalone server or a Sentinel master) and
+offers the few things the primitives need, in the spirit of redsync's ``Pool``: ``run`` is
+one EVALSHA (EVAL if the server lost its script cache), no retries, the reply within a
+deadline; ``send`` + ``receive`` are the same in two halves, so that a fan-out can write to N
+servers before it reads from any; ``behind`` and ``follow`` send behind a reply not read yet.
 
-* ``run(script, keys, args)``: one EVALSHA (EVAL if the server lost its script cache), no
-  retries, the reply within a deadline; ``send`` + ``receive`` are the same in two halves, so
-  that a fan-out can write to N servers before it reads from any;
-* ``pubsub()``: a subscription for the waiter hub;
-* ``identify()``: which server (and database) this is, as the server itself says;
-* ``with_deadline(seconds)``: the same server with every reply bounded by ``seconds``.
-
-redlease does not send its scripts through your client's command path: redis-py 8 retries a
-failed call several times with backoff (seconds against a dead server), and a lock must fail
-within the caller's timeout plus one socket timeout. The backend keeps a small pool of its
-own, built from your client's connection class and settings (host, TLS, auth, Sentinel,
-timeouts) with client-side retries turned off. Errors are redis-py's exception classes, also
-for valkey-py clients (translated, with the original chained), so that the primitives handle
-one family of errors.
-
-Only this module knows what a client object looks like; the Redis Cluster adapter
-(``cluster.py``) implements the same interface with one backend of this module per node.
+redlease does not send its scripts through your client's command path: a backend has a
+private pool with client-side retries turned off (``connect.py``), whose connections it keeps
+between calls (``keeper.py``). Errors are redis-py's exception classes, also for valkey-py
+clients (``flavor.py`` translates them, the original chained); outages are logged once
+(``health.py``). The Redis Cluster adapter (``cluster.py``) implements the same interface
+with one backend of this module per node.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import logging
-import sys
 import time
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
 from typing import Any
 
-import redis.asyncio
-import redis.asyncio.cluster
-import redis.exceptions
-from redis.exceptions import ConnectionError, NoScriptError, RedisError, ResponseError, TimeoutError
+from redis.exceptions import ConnectionError, NoScriptError, ResponseError, TimeoutError
 
-from .. import _observe
-from .._compat import FAST_PACK, AsyncConnections, pack_command, private_kwargs
-from .._core import eviction
-from .._core.health import Health
-from .._core.kept import forget_frames
-from .._core.lease import pid
+from .._compat import FAST_PACK, AsyncConnections, pack_command
 from .._core.scripts import Script
-from .._core.validate import CLIENT_APIS
-from .._logging import record
-from .server import Pending, connect_deadline, connecting_by
+from .commands import run_acknowledged, run_id
+from .connect import AsyncEvictionCheck, private_pool
+from .flavor import AsyncSubscription, Flavor, address_of, check_client, flavor_of, translate
+from .health import ServerHealth
+from .keeper import AsyncKeeper
+from .server import Pending
 from .server_renewal import AsyncServerRenewal
 
-__all__ = [
-    "AsyncBackend",
-    "Flavor",
-    "Pending",
-    "check_client",
-    "cluster_flavor",
-    "connecting_by",
-    "redis_flavor",
-    "standalone_backend",
-    "translate",
-]
+__all__ = ["AsyncBackend", "standalone_backend"]
 
-KEPT = 8
-"""The most idle connections a backend keeps between calls (more go back to its pool)."""
-TRUSTED = 0.01
-"""Seconds after a reply in which a kept connection is reused unchecked; a server that closed it
-meanwhile fails that one call."""
-_KINDS = (
-    "redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster, valkey.asyncio.Valkey or "
-    "valkey.asyncio.cluster.ValkeyCluster"
-)
-"""The clients this API accepts, for error messages."""
 _READ_ONLY = "READONLY You can't write against a read only replica"
 """A replica's refusal. Before Redis 7.0 a script passes it on inside its own error, which
 redis-py's Sentinel connection does not recognize (it reconnects on ``ReadOnlyError`` only):
 the connection is dropped here, so that a Sentinel client's next one asks for the master."""
 
 
-@dataclass(frozen=True)
-class Flavor:
-    """The classes of one client library (redis-py or valkey-py) that a backend needs."""
-
-    library: str
-    pool_class: Any
-    client_class: Any
-    retry_class: Any
-    no_backoff: Any
-    errors: tuple[type[BaseException], ...]
-    connect_func: str  # the connection's keyword for its handshake callback
-
-
-def _flavor(client: Any) -> Flavor | None:
-    """The library of ``client``, or None when it is not a client this API accepts."""
-    if isinstance(client, redis.asyncio.Redis):
-        return redis_flavor()
-    valkey = sys.modules.get("valkey.asyncio")  # a valkey client implies valkey is imported
-    if valkey is not None and isinstance(client, valkey.Valkey):
-        return _valkey_flavor()
-    return None
-
-
-def redis_flavor() -> Flavor:
-    from redis.backoff import NoBackoff
-
-    return Flavor(
-        library="redis",
-        pool_class=redis.asyncio.ConnectionPool,
-        client_class=redis.asyncio.Redis,
-        retry_class=redis.asyncio.retry.Retry,
-        no_backoff=NoBackoff,
-        errors=(),
-        connect_func="redis_connect_func",
-    )
-
-
-def _valkey_flavor() -> Flavor:
-    import valkey.asyncio  # type: ignore[import-not-found, unused-ignore]
-    import valkey.asyncio.retry  # type: ignore[import-not-found, unused-ignore]
-    import valkey.exceptions  # type: ignore[import-not-found, unused-ignore]
-    from valkey.backoff import NoBackoff  # type: ignore[import-not-found, unused-ignore]
-
-    return Flavor(
-        library="valkey",
-        pool_class=valkey.asyncio.ConnectionPool,
-        client_class=valkey.asyncio.Valkey,
-        retry_class=valkey.asyncio.retry.Retry,
-        no_backoff=NoBackoff,
-        errors=(valkey.exceptions.ValkeyError,),
-        connect_func="valkey_connect_func",
-    )
-
-
-def cluster_flavor(client: Any) -> Flavor | None:
-    """The library of ``client`` if it is a cluster client (``RedisCluster`` or
-    ``ValkeyCluster``), else None."""
-    if isinstance(client, redis.asyncio.cluster.RedisCluster):
-        return redis_flavor()
-    valkey = sys.modules.get("valkey.asyncio.cluster")  # a cluster client implies the import
-    if valkey is not None and isinstance(client, valkey.ValkeyCluster):
-        return _valkey_flavor()
-    return None
-
-
-def check_client(client: Any, arg: str = "client", *, cluster: bool = True) -> None:
-    """Refuse a client this API cannot use (a sync client here, or anything else; a Redis
-    Cluster client too unless ``cluster``)."""
-    if cluster_flavor(client) is not None:
-        if cluster:
-            return
-        raise TypeError(
-            f"{arg} must be the client of one server, not of a Redis Cluster (Redlock needs "
-            "independent servers; on a Cluster, use Lock)"
-        )
-    if _flavor(client) is None:
-        raise TypeError(
-            f"{arg} must be a {_KINDS}, got {type(client).__module__}."
-            f"{type(client).__qualname__} ({CLIENT_APIS})"
-        )
-
-
 def standalone_backend(client: Any, arg: str = "client") -> AsyncBackend:
     """A new backend for ``client``, the client of one server (checked as
     :func:`check_client` does; a cluster client: see ``runtime.backend_for``)."""
-    flavor = _flavor(client)
+    flavor = flavor_of(client)
     if flavor is None:
         check_client(client, arg)
     assert flavor is not None
     return AsyncBackend(client, flavor)
-
-
-MIN_HANDSHAKE = 0.01
-"""The least time a handshake is given under :func:`connecting_by`, however late it starts."""
 
 
 class AsyncBackend:
@@ -203,31 +79,22 @@ class AsyncBackend:
         self._root = root or self
         self._flavor = flavor
         self._timeout = timeout
-        self._pool = self._private_pool(timeout)
         self._foreign = flavor.errors  # the client library's own errors: () for redis-py
-        value = self._pool.connection_kwargs.get("socket_timeout")
+        # one per server: its maxmemory-policy, read on the first connection's handshake
+        self._eviction: AsyncEvictionCheck = (
+            AsyncEvictionCheck(self._foreign, self.address) if root is None else root._eviction
+        )
+        self.keeper = AsyncKeeper(self._private_pool(timeout))  # its connections
+        value = self.keeper.pool.connection_kwargs.get("socket_timeout")
         self._socket_timeout = None if value is None else float(value)
         self._deadlines: dict[float, AsyncBackend] = {}
         self.closed = False  # set by redlease.close(): every new call raises ConnectionError
-        self._health: Health = Health() if root is None else root._health  # one per server
-        self._policy_read = False  # its maxmemory-policy was read (the first connection)
-        # Connections kept between calls (LIFO), checked out of the private pool once: the
-        # pool's own checkout (a lock, bookkeeping, observability hooks) costs about as much
-        # as the script. Taken and given back with list.pop/append, atomic under the GIL,
-        # with the time each was given back (see TRUSTED).
-        self._kept: list[tuple[Any, float]] = []
-        self._kept_pid = pid()
-        # Fan-outs: calls whose replies were not read when they returned (a majority had
-        # answered, or the server was late): sync, their Pendings, which the next fan-out
-        # here reads or sends behind; asyncio, the tasks still reading them (_fanout.py).
-        self.parked: list[Any] = []
-        weakref.finalize(self, _forget_parked, self.parked)
+        # one per server: whether it answers, its outages logged
+        self._health: ServerHealth = ServerHealth(self.address) if root is None else root._health
         # SHAs this server is known to have cached (an EVALSHA answered without NOSCRIPT):
         # other scripts go as EVAL, so that a reply read late never turns out to be NOSCRIPT
         # (the script would run only when the reply is read, and its resend then).
         self.loaded: set[str] = set()
-        # Weak-reference callbacks run before the collector finalizes a cycle's objects.
-        weakref.finalize(self, _forget_kept, self._kept)
 
     def __repr__(self) -> str:
         kwargs = self.client.connection_pool.connection_kwargs
@@ -235,22 +102,9 @@ class AsyncBackend:
         return f"<{type(self).__name__} {self._flavor.library} {where} db={kwargs.get('db', 0)}>"
 
     def _private_pool(self, timeout: float | None) -> Any:
-        """A pool like the client's whose connections never retry on their own.
-
-        With ``timeout``, its connections answer within ``timeout`` seconds (Redlock's
-        per-server deadline) instead of the client's socket timeout; a new connection gets at
-        least a second to connect, so that a loaded but healthy server is not taken for a
-        dead one.
-        """
-        pool: Any = self.client.connection_pool
-        no_retry = self._flavor.retry_class(self._flavor.no_backoff(), 0)
-        kwargs = private_kwargs(pool, no_retry, timeout)
-        # The handshake is part of connecting, not a reply (and is bounded by connecting_by).
-        hook = self._flavor.connect_func
-        kwargs[hook] = functools.partial(
-            _handshake, weakref.ref(self._root), kwargs.get(hook), timeout
-        )
-        return self._flavor.pool_class(connection_class=pool.connection_class, **kwargs)
+        """A pool like the client's whose connections never retry (``connect.py``)."""
+        server = weakref.ref(self._root)
+        return private_pool(self.client, self._flavor, timeout, server, self._eviction)
 
     @property
     def socket_timeout(self) -> float | None:
@@ -291,58 +145,11 @@ class AsyncBackend:
         wait: Sequence[Any],
         wait_timeout: float,
     ) -> tuple[Any, Any]:
-        """EVALSHA ``script``, then ``wait`` (``WAIT`` or ``WAITAOF``), pipelined on ONE
-        connection: ``WAIT`` counts the writes of the connection it is sent on, so on any
-        other it would acknowledge nothing of the script's.
-
-        Returns ``(script reply, wait reply)``; the wait reply is the ``ResponseError`` the
-        server answered instead (e.g. a server with no WAITAOF), for the caller to judge,
-        since the script did run. The script's reply comes within the socket timeout, the
-        wait's within ``wait_timeout`` more. Raises as :meth:`run` does.
-        """
-        conn = await self._checkout()
-        try:
-            with self._translated():
-                reply, acked = await self._script_then_wait(
-                    conn, ("EVALSHA", script.sha), keys, args, wait, wait_timeout
-                )
-                if isinstance(reply, NoScriptError):  # the wait ran for nothing: both again
-                    reply, acked = await self._script_then_wait(
-                        conn, ("EVAL", script.source), keys, args, wait, wait_timeout
-                    )
-        except BaseException:
-            await self._discard(conn)
-            raise
-        await self._checkin(conn)
-        if isinstance(reply, ResponseError):
-            raise reply
-        return reply, acked
-
-    async def _script_then_wait(
-        self,
-        conn: Any,
-        call: tuple[str, str],
-        keys: Sequence[bytes],
-        args: Sequence[Any],
-        wait: Sequence[Any],
-        wait_timeout: float,
-    ) -> tuple[Any, Any]:
-        """Both replies (an error reply as its exception), the connection left in sync."""
-        await conn.send_packed_command(
-            conn.pack_commands([(*call, len(keys), *keys, *args), tuple(wait)])
-        )
-        sent = time.monotonic()
-        limit = self.socket_timeout
-        replies: list[Any] = []
-        for extra in (0.0, wait_timeout):
-            try:
-                replies.append(
-                    await self._read(conn, sent, None if limit is None else limit + extra)
-                )
-            except ResponseError as exc:  # kept in a local of a frame its traceback passed:
-                forget_frames(exc)  # without it, a cycle holds the caller's frames
-                replies.append(exc)
-        return replies[0], replies[1]
+        """EVALSHA ``script``, then ``wait`` (``WAIT`` or ``WAITAOF``), pipelined on one
+        connection (:func:`~redlease._async.commands.run_acknowledged`): ``(script reply,
+        wait reply)``, the wait reply an error reply as its ``ResponseError``. Raises as
+        :meth:`run` does."""
+        return await run_acknowledged(self, script, keys, args, wait, wait_timeout)
 
     async def send(
         self,
@@ -395,7 +202,7 @@ class AsyncBackend:
         try:
             await self._send_script(conn, script, keys, args, packed, check_health=check_health)
         except BaseException as exc:
-            await self._discard(conn)
+            await self.keeper.discard(conn)
             if isinstance(exc, self._foreign):
                 raise self._failed(translate(exc)) from exc
             if isinstance(exc, (ConnectionError, TimeoutError)):
@@ -493,14 +300,14 @@ class AsyncBackend:
         except ResponseError as exc:
             await self._owed(pending, timeout)
             if _READ_ONLY in str(exc):  # a replica: the master moved; the next call reconnects
-                await self._discard(conn)
-            else:
-                await self._checkin(conn)  # a complete error reply: the connection is in sync
+                await self.keeper.discard(conn)
+            else:  # a complete error reply: the connection is in sync
+                await self.keeper.checkin(conn, self.closed)
             raise
         except BaseException:
-            await self._discard(conn)
+            await self.keeper.discard(conn)
             raise
-        await self._checkin(conn)
+        await self.keeper.checkin(conn, self.closed)
         return reply
 
     async def _owed(self, pending: Pending, timeout: float | None) -> None:
@@ -525,32 +332,19 @@ class AsyncBackend:
                 raise ConnectionError("closed by redlease.close() before the reply") from exc
             raise
         if self._health.down:
-            self._root._answered()
+            self._health.recovered()
         return reply
 
     async def _checkout(self) -> Any:
         """A connection for one call: a kept one (the hot path: no I/O, no context manager),
         else a new one from the pool, its errors translated (:meth:`_translated`)."""
         self._refuse_if_closed()
-        if self._kept_pid != pid():  # a forked child: never use the parent's sockets
-            self._kept.clear()
-            self.parked.clear()
-            self._kept_pid = pid()
-        while True:
-            try:
-                conn, since = self._kept.pop()
-            except IndexError:
-                with self._translated():
-                    return await AsyncConnections.get(self._pool)
-            if time.monotonic() - since < TRUSTED or not await AsyncConnections.stale(conn):
-                return conn
-            with self._translated():
-                await self._discard(conn)  # closed by the server while idle: the next one
+        return await self.keeper.checkout(self._translated)
 
     def idle(self) -> bool:
         """Whether a connection is open here for the next call (one kept, or a late call's
         to send behind)."""
-        return bool(self._kept or self.parked)
+        return self.keeper.idle()
 
     def hung(self) -> bool:
         """Whether the server did not answer when last asked, and has not answered in time
@@ -561,9 +355,9 @@ class AsyncBackend:
     def cold(self) -> bool:
         """Whether a call here would open a connection first, on a server not known to be
         down: then :meth:`warm` opens it outside the call's deadline."""
-        return not (self._kept or self.parked) and self._root._graced()
+        return not self.keeper.idle() and self._root.graced()
 
-    def _graced(self) -> bool:
+    def graced(self) -> bool:
         """Whether a new connection here gets the connect timeout for its handshake and is
         kept out of a fan-out's deadline: not when the server is known down or slow."""
         return self.connect_grace and not self.hung()
@@ -590,49 +384,38 @@ class AsyncBackend:
         (handshake included), so that a caller that bounds its call by a deadline starts the
         clock after connecting. Raises as :meth:`send` would."""
         conn = await self._checkout()
-        await self._checkin(conn)
+        await self.keeper.checkin(conn, self.closed)
 
     def parked_calls(self) -> list[Any]:
-        """:attr:`parked`, emptied first in a forked child (the parent's sockets)."""
-        if self._kept_pid != pid():
-            self.parked.clear()
-        return self.parked
-
-    async def _checkin(self, conn: Any) -> None:
-        """Keep a connection whose last reply was read whole, for the next call."""
-        if len(self._kept) < KEPT and not self.closed and self._kept_pid == pid():
-            self._kept.append((conn, time.monotonic()))
-        else:
-            await self._pool.release(conn)
+        """The calls a fan-out left unread here (:attr:`AsyncKeeper.parked`)."""
+        return self.keeper.parked_calls()
 
     async def abandon(self, pending: Pending) -> None:
         """Close the connection of a script whose reply will not be read."""
-        await self._discard(pending.conn)
-
-    async def _discard(self, conn: Any) -> None:
-        try:
-            await AsyncConnections.drop(conn)
-        finally:
-            await self._pool.release(conn)
+        await self.keeper.discard(pending.conn)
 
     # -- one connection, used directly (the Cluster adapter's per-node commands) ------------
     async def checkout(self) -> Any:
-        """A connection for a command of the caller's: give it back with :meth:`release`,
-        or :meth:`discard` it if a reply may still be on its way."""
-        with self._translated():
-            return await self._checkout()
+        """A connection for a command of the caller's (its errors translated): give it back
+        with :meth:`checkin` or :meth:`release`, or :meth:`discard` it if a reply may still be
+        on its way."""
+        return await self._checkout()
 
     async def read(self, conn: Any, since: float, timeout: float | None) -> Any:
         """The next reply on ``conn``, within ``timeout`` seconds of ``since``."""
         return await self._read(conn, since, timeout)
 
+    async def checkin(self, conn: Any) -> None:
+        """Keep a connection whose replies were all read, for the next call."""
+        await self.keeper.checkin(conn, self.closed)
+
     async def release(self, conn: Any) -> None:
         """Give back to the pool a connection whose replies were all read."""
-        await self._pool.release(conn)
+        await self.keeper.pool.release(conn)
 
     async def discard(self, conn: Any) -> None:
         """Close a connection that may be out of sync, and give it back to the pool."""
-        await self._discard(conn)
+        await self.keeper.discard(conn)
 
     def translated(self) -> AbstractContextManager[None]:
         """Within the block: the client library's errors as redis-py's, outages logged."""
@@ -655,9 +438,7 @@ class AsyncBackend:
     # -- pub/sub and identity ---------------------------------------------------------------
     def pubsub(self) -> Any:
         """A new pub/sub object on a private connection (never retried by the client)."""
-        self._refuse_if_closed()
-        client = self._flavor.client_class(connection_pool=self._private_pool(None))
-        return _Subscription(client.pubsub(), self)
+        return AsyncSubscription(self.library_pubsub(), self._translated)
 
     async def identify(self) -> tuple[str, int]:
         """``(run_id, db)``: which server this is, as the server says, and the database.
@@ -667,17 +448,9 @@ class AsyncBackend:
         """
         if self._root.identity is not None:
             return self._root.identity
-        conn = await self._checkout()
-        try:
-            with self._translated():
-                await conn.send_command("INFO", "server")
-                info = await AsyncConnections.read(conn, self._timeout)
-        except BaseException:
-            await self._discard(conn)
-            raise
-        await self._checkin(conn)
+        said = await run_id(self, self._timeout)
         db = int(self.client.connection_pool.connection_kwargs.get("db", 0) or 0)
-        self._root.identity = (info_field(info, "run_id"), db)
+        self._root.identity = (said, db)
         return self._root.identity
 
     async def aclose(self) -> None:
@@ -685,9 +458,7 @@ class AsyncBackend:
         alone); connections in use are closed too, cutting short what they were waiting for."""
         self.closed = True
         for backend in (self, *self._deadlines.values()):
-            backend._kept.clear()  # checked out of the pool: disconnected with it below
-            backend.parked.clear()
-            await backend._pool.disconnect()
+            await backend.keeper.aclose()
 
     def _refuse_if_closed(self) -> None:
         if self._root.closed:
@@ -695,20 +466,8 @@ class AsyncBackend:
 
     def _failed(self, exc: BaseException) -> BaseException:
         """Log, once until it answers again, that the server stopped answering; ``exc``."""
-        root = self._root
-        if not isinstance(exc, (ConnectionError, TimeoutError)) or root.closed:
-            return exc
-        if self._health.failed(time.monotonic()):
-            record(
-                logging.WARNING,
-                "server_unavailable",
-                "Redis server %s is unavailable: %s: %s",
-                root.address,
-                type(exc).__name__,
-                str(exc),  # (not the error: a kept record would keep its frames alive)
-                server=root.address,
-                error=f"{type(exc).__name__}: {exc}",
-            )
+        if isinstance(exc, (ConnectionError, TimeoutError)) and not self._root.closed:
+            self._health.outage(exc)
         return exc
 
     @contextmanager
@@ -723,130 +482,7 @@ class AsyncBackend:
             self._failed(exc)
             raise
 
-    async def _read_policy(self, conn: Any) -> None:
-        """Once per server (the first connection's handshake): warn if its maxmemory-policy
-        may evict keys (``eviction_possible``). A refused CONFIG GET (an ACL without it, a
-        managed service that renamed it) is no error: logged at DEBUG, never asked again."""
-        root = self._root
-        try:
-            await conn.send_command("CONFIG", "GET", "maxmemory-policy")
-            reply = await conn.read_response()
-        except Exception as exc:
-            error = translate(exc) if isinstance(exc, self._foreign) else exc
-            if not isinstance(error, ResponseError):
-                raise  # the connection failed: the next one asks again
-            root._policy_read = True
-            record(
-                logging.DEBUG,
-                "eviction_unknown",
-                "Redis server %s did not tell its maxmemory-policy: %s",
-                root.address,
-                error,
-                server=root.address,
-                error=f"{type(error).__name__}: {error}",
-            )
-            return
-        root._policy_read = True
-        policy = eviction.policy_of(reply)
-        risk = None if policy is None else eviction.risk(policy)
-        if policy is not None and risk is not None:
-            _observe.eviction_possible(root.address, policy, risk)
-
-    def _answered(self) -> None:
-        """The server answered: log it if it had stopped answering."""
-        if self._health.answered():
-            record(
-                logging.INFO,
-                "server_available",
-                "Redis server %s answers again",
-                self.address,
-                server=self.address,
-            )
-
     @property
     def address(self) -> str:
         """Where the server is, for logs: ``host:port`` (or the socket path) and the database."""
-        pool = self.client.connection_pool
-        kwargs = pool.connection_kwargs
-        service = getattr(pool, "service_name", None)  # a Sentinel pool: no host of its own
-        if service:
-            where = f"sentinel service {service!r}"
-        else:
-            where = kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port')}"
-        return f"{where}/{kwargs.get('db', 0) or 0}"
-
-
-def _forget_kept(kept: list[tuple[Any, float]]) -> None:
-    """At garbage collection of a backend: close its kept connections."""
-    AsyncConnections.forget([conn for conn, _ in kept])
-    kept.clear()
-
-
-async def _handshake(root: Any, inner: Any, deadline: float | None, conn: Any) -> None:
-    """``redis_connect_func`` of the private pools' connections: the handshake, then, on the
-    first connection to the server, its maxmemory-policy (:meth:`AsyncBackend._read_policy`).
-
-    A deadline backend's (``deadline`` set) handshake replies within the connect timeout (a
-    loaded or briefly paused server is not a dead one), unless the server is known not to
-    answer (then within the deadline, as any reply); others within the socket timeout. Both
-    at most until the :func:`connecting_by` deadline, if one is set."""
-    backend = root()
-    limit = conn.socket_timeout
-    if deadline is not None and backend is not None and backend._graced():
-        limit = conn.socket_connect_timeout
-    by = connect_deadline()
-    if by is not None:
-        left = max(by - time.monotonic(), MIN_HANDSHAKE)
-        limit = left if limit is None else min(limit, left)
-    await AsyncConnections.handshake(conn, limit, inner)
-    if backend is not None and not backend._root._policy_read:
-        await AsyncConnections.handshake(conn, limit, backend._read_policy)
-
-
-def _forget_parked(parked: list[Any]) -> None:
-    """At garbage collection of a backend: close the connections of its parked calls too."""
-    AsyncConnections.forget([call.conn for call in parked if isinstance(call, Pending)])
-    parked.clear()
-
-
-class _Subscription:
-    """A client library's PubSub, raising redis-py's exception classes."""
-
-    def __init__(self, pubsub: Any, backend: AsyncBackend) -> None:
-        self._pubsub = pubsub
-        self._backend = backend
-
-    async def subscribe(self, *channels: bytes) -> None:
-        with self._backend._translated():
-            await self._pubsub.subscribe(*channels)
-
-    async def get_message(self, timeout: float) -> Any:
-        with self._backend._translated():
-            return await self._pubsub.get_message(timeout=timeout)
-
-    async def aclose(self) -> None:
-        """Close the subscription and its private pool."""
-        try:
-            with self._backend._translated():
-                await self._pubsub.aclose()
-        finally:
-            await self._pubsub.connection_pool.disconnect()
-
-
-def info_field(info: bytes | str, field: str) -> str:
-    """The value of ``field`` in an INFO reply ("" when absent)."""
-    text = info.decode() if isinstance(info, bytes) else info
-    for line in text.splitlines():
-        if line.startswith(field + ":"):
-            return line.split(":", 1)[1].strip()
-    return ""
-
-
-def translate(exc: BaseException) -> RedisError:
-    """The redis-py exception of the same kind as ``exc`` (a valkey-py exception)."""
-    for cls in type(exc).__mro__:
-        name = "RedisError" if cls.__name__ == "ValkeyError" else cls.__name__
-        target = getattr(redis.exceptions, name, None)
-        if isinstance(target, type) and issubclass(target, RedisError):
-            return target(*exc.args)
-    return RedisError(str(exc))
+        return address_of(self.client)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any
 
-from .client import check_client
+from .flavor import check_client
 from .runtime import detach
 
 __all__ = ["AsyncClosing", "close", "closing"]

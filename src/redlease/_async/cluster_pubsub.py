@@ -29,7 +29,8 @@ from redis.exceptions import (
 from .._core.bounds import TICK
 from .._core.kept import kept
 from .._synchronization import AsyncBackground, AsyncEvent, AsyncMutex, ProcessLock
-from .client import AsyncBackend, translate
+from .client import AsyncBackend
+from .flavor import translate
 
 __all__ = ["ShardedSubscriptions", "new_subscription"]
 

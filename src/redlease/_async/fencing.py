@@ -11,7 +11,7 @@ from .._core import fencing as core
 from .._core import validate
 from .._core.fencing import FencedKeys, FencedRecord, Mode
 from ..errors import FencedStoreUnavailable, StaleFence
-from .client import check_client
+from .flavor import check_client
 from .primitive import AsyncPrimitive
 
 __all__ = ["AsyncFencedStore"]

@@ -354,8 +354,8 @@ class AsyncHub:
                 self._table.confirmed = False
                 self._pubsub = None
                 self._reader = None
-        if granted:
-            await self._claim(granted, woken, defer=lead)
+        if granted:  # a thread reads on; a task's reader never waits on a claim's reply
+            await self._claim(granted, woken, defer=lead or not AsyncBackground.LEADS)
         else:
             _signal(woken)
         for waiter in lapsed:

@@ -12,7 +12,7 @@ from .._core import validate
 from .._core.inventory import InventoryKeys, Reservation, Stock
 from .._core.scripts import Script
 from ..errors import InventoryUnavailable
-from .client import check_client
+from .flavor import check_client
 from .primitive import AsyncPrimitive
 
 __all__ = ["AsyncInventory"]

@@ -10,7 +10,7 @@ from .._core import latch, validate
 from .._core.lease import new_token
 from .._core.waiters import Outcome
 from ..errors import LatchUnavailable
-from .client import check_client
+from .flavor import check_client
 from .primitive import AsyncPrimitive
 
 __all__ = ["AsyncCountDownLatch"]

@@ -36,9 +36,10 @@ from .._core.waiters import Outcome
 from .._synchronization import AsyncBackground, AsyncShield
 from ..errors import LockUnavailable, ReplicasUnavailable
 from .breakglass import force_release_lock
-from .client import check_client
+from .flavor import check_client
 from .handle import AsyncHandle
 from .hub import AsyncUnread
+from .runtime import AsyncRuntime
 
 __all__ = ["AsyncLock", "AsyncRLock"]
 
@@ -304,7 +305,7 @@ class AsyncLock(AsyncHandle):
             await self._run(LEAVE, *self._queue_args(token), "leave the queue of", timeout)
 
         # With wait_replicas, a granted waiter claims in its own attempt, followed by WAIT.
-        grantee = None if self._wait is not None else _Grantee(self, owner, token)
+        grantee = None if self._wait is not None else self._grantee(owner, token)
         holding: Holding | None = await self._wait_turn(
             hub, token, attempt, leave, deadline=deadline, fallback=self.ttl, grantee=grantee
         )
@@ -313,6 +314,11 @@ class AsyncLock(AsyncHandle):
     def _new_holding(self, owner: Hashable, token: bytes, fence: int, sent: float) -> Holding:
         runtime = self._runtime()
         return self._holding_for(owner, token, fence, sent + self.ttl, runtime.renewal, RENEW)
+
+    def _grantee(self, owner: Hashable, token: bytes) -> _Grantee:
+        """How the hub completes this acquire should a release grant it the lock."""
+        claim = (CLAIM, [self._keys.lock], [token, self._ttl_ms])
+        return _Grantee(self, owner, token, claim, self._holding_for, self._runtime)
 
     async def _attempt(self, token: bytes, *, join: bool, deadline: float | None) -> Any:
         keys = self._keys
@@ -424,20 +430,28 @@ class AsyncLock(AsyncHandle):
 
 
 class _Grantee:
-    """How the hub completes an acquire that a release granted (see ``waiters.Grantee``)."""
+    """How the hub completes an acquire that a release granted (see ``waiters.Grantee``):
+    ``lock._grantee()`` hands it the claim, how to build a holding, and the runtime."""
 
-    def __init__(self, lock: AsyncLock, owner: Hashable, token: bytes) -> None:
+    def __init__(
+        self,
+        lock: AsyncLock,
+        owner: Hashable,
+        token: bytes,
+        claim: tuple[Any, list[bytes], list[Any]],
+        holding_for: Callable[..., Holding],
+        runtime: Callable[[], AsyncRuntime],
+    ) -> None:
         self._lock = lock
         self._owner = owner
         self._token = token
-        keys = lock._keys
-        self.claim = (CLAIM, [keys.lock], [token, lock._ttl_ms])
+        self.claim = claim
+        self._holding_for = holding_for
+        self._runtime = runtime
 
     def granted(self, fence: int, expires_at: float) -> Holding:
-        lock = self._lock
-        return lock._holding_for(
-            self._owner, self._token, fence, expires_at, lock._runtime().renewal, RENEW
-        )
+        renewal = self._runtime().renewal
+        return self._holding_for(self._owner, self._token, fence, expires_at, renewal, RENEW)
 
     def claimed(self, holding: Holding, ok: bool | BaseException, sent_at: float) -> None:
         holding.settle = None
@@ -448,7 +462,7 @@ class _Grantee:
             if holding.active:
                 _observe.lost(holding, "claim")
             # (off this thread: it may be a waiter reading the hub, or the watchdog)
-            self._lock._runtime().renewer.notify(holding.mark_lost())
+            self._runtime().renewer.notify(holding.mark_lost())
         else:  # a failed call: the short lease stays, and the watchdog finds out, waiting
             holding.reach = sent_at + holding.ttl_ms / 1000  # as long as a landed claim lasts
 

@@ -21,7 +21,7 @@ from .._core.once import OnceInfo
 from .._core.scripts import Script
 from .._synchronization import AsyncBackground, AsyncFunction
 from ..errors import OnceUnavailable, RunLost
-from .client import check_client
+from .flavor import check_client
 from .primitive import AsyncPrimitive
 
 __all__ = ["AsyncOnce", "AsyncOnceRun"]
@@ -196,6 +196,22 @@ class AsyncOnce(AsyncPrimitive):
     async def _undo(self, token: bytes, timeout: float | None) -> None:
         await self._call(core.FAIL, token, timeout)
 
+    async def _end_run(self, holding: Holding, script: Script, action: str) -> bool:
+        """Run ``script`` to end a run; False if its lease was lost first."""
+        if not self._runtime().renewer.release(holding):
+            return False
+        try:
+            recorded = await self._call(script, holding.token)
+        except RedisError as exc:
+            _observe.error("once", holding.name, action, exc)
+            raise self._unavailable(action + " a run of", exc) from exc
+        if not recorded:
+            holding.lost = True
+            _observe.lost(holding, action)
+            return False
+        _observe.released(holding, time.monotonic() - holding.acquired_at)
+        return True
+
 
 class AsyncOnceRun:
     """One run of a :class:`Once`: ``fence``, ``started`` (server time, seconds since the
@@ -238,19 +254,8 @@ class AsyncOnceRun:
         if self._ended:
             raise RuntimeError(f"run {self.fence} of once {self.name!r} has ended already")
         self._ended = True
-        once, holding = self.once, self._holding
-        if not once._runtime().renewer.release(holding):
+        if not await self.once._end_run(self._holding, script, action):
             raise self._lost(action)
-        try:
-            recorded = await once._call(script, holding.token)
-        except RedisError as exc:
-            _observe.error("once", holding.name, action, exc)
-            raise once._unavailable(action + " a run of", exc) from exc
-        if not recorded:
-            holding.lost = True
-            _observe.lost(holding, action)
-            raise self._lost(action)
-        _observe.released(holding, time.monotonic() - holding.acquired_at)
 
     def _lost(self, action: str) -> RunLost:
         return RunLost(

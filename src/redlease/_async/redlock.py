@@ -28,7 +28,7 @@ from .._core.waiters import Outcome
 from .._fanout import NOT_YET, AsyncFanOut, Late, Unsent, hung
 from .._synchronization import AsyncShield
 from ..errors import QuorumUnavailable
-from .client import check_client
+from .flavor import check_client
 from .handle import AsyncHandle
 from .redlock_renewal import AsyncQuorumRenewal
 from .redlock_servers import AsyncRedlockServers

@@ -13,7 +13,8 @@ from .._core.kept import forget_frames
 from .._core.lease import Holding
 from .._core.scripts import Script
 from .._fanout import AsyncFanOut
-from .client import AsyncBackend, connecting_by
+from .client import AsyncBackend
+from .server import connecting_by
 
 __all__ = ["AsyncQuorumRenewal"]
 

@@ -109,7 +109,7 @@ class AsyncRuntime:
 
 def backend_for(client: Any, arg: str = "client") -> AsyncServer:
     """A new backend for ``client``: a Cluster's, or one server's (checked as
-    ``client.check_client`` does)."""
+    ``flavor.check_client`` does)."""
     backend = cluster_backend(client)
     return backend if backend is not None else standalone_backend(client, arg)
 

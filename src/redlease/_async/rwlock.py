@@ -5,7 +5,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import redis.asyncio
 
@@ -14,7 +14,7 @@ from .._core.bounds import waited
 from .._core.breakglass import ForceReleased
 from .._core.lease import Holding
 from .._core.rwlock import ReadWriteLockInfo, rwlock_info, rwlock_keys
-from .._core.shared import EVERYTHING
+from .._core.shared import EVERYTHING, Snapshot
 from .._synchronization import AsyncBackground
 from ..errors import LockLost, LockNotOwned, LockUnavailable, LockUpgradeError, NotAcquired
 from .shared import DEFAULT, AsyncShared, Errors
@@ -60,6 +60,15 @@ class _AsyncSide(AsyncShared):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} fence={self.fence}>"
+
+    # What the ReadWriteLock asks of a side (either: they share one lock's keys).
+    async def _state(self) -> Snapshot:
+        """The whole lock as its inspect script sees it."""
+        return await self._snapshot()
+
+    async def _evict(self, token: Any) -> ForceReleased:
+        """Break-glass on the whole lock (see ``ReadWriteLock.force_release``)."""
+        return await self._force_release(token, "rwlock")
 
     async def release(self) -> None:
         """Release the caller's latest hold of this side.
@@ -227,8 +236,8 @@ class AsyncReadWriteLock:
         next holder has written. Logged as a WARNING (``redlease_event`` ``force_released``).
         Raises :class:`~redlease.LockUnavailable` if Redis fails.
         """
-        return await cls(client, name, prefix=prefix).read._force_release(token, "rwlock")
+        return await cls(client, name, prefix=prefix).read._evict(token)
 
     async def inspect(self) -> ReadWriteLockInfo:
         """A snapshot: readers, writer, waiters, last fence, the leases left (one round trip)."""
-        return rwlock_info(await self.read._snapshot(), self.name)
+        return rwlock_info(await self.read._state(), self.name)

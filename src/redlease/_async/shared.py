@@ -28,7 +28,7 @@ from .._core.waiters import Outcome
 from .._synchronization import AsyncBackground
 from ..errors import RedleaseError
 from .breakglass import force_release_shared
-from .client import check_client
+from .flavor import check_client
 from .primitive import AsyncPrimitive
 
 __all__ = ["DEFAULT", "AsyncShared", "Errors"]

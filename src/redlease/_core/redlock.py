@@ -7,7 +7,7 @@ The algorithm (Redis documentation, "Distributed Locks with Redis"), as redlease
 3. held only if a majority granted and ``validity = ttl - elapsed - drift`` is positive, where
    ``drift = ttl * drift_factor + 2 ms``;
    The round returns as soon as a majority granted (or can no longer grant); the replies of
-   the rest are collected later, off the caller's path (``_fanout.py``);
+   the rest are collected later, off the caller's path (``_fanout/``);
 4. the fence is the largest counter among the granting servers, written back to them
    (fence.lua) before the acquire counts: every later majority meets one of them;
 5. otherwise release on every server, including those that did not answer (their reply may

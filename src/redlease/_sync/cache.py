@@ -17,7 +17,7 @@ from .._core import validate
 from .._logging import record
 from .._synchronization import Background, ProcessLock
 from ..errors import LockLost, LockUnavailable
-from .client import check_client
+from .flavor import check_client
 from .lock import Lock
 from .primitive import Primitive
 

@@ -48,9 +48,10 @@ from redis.exceptions import (
 from .._core.cluster import check_one_slot, sharded_pubsub_refusal
 from .._core.scripts import Script
 from .._synchronization import ProcessLock
-from .client import Backend, Flavor, cluster_flavor, redis_flavor, translate
+from .client import Backend
 from .cluster_pubsub import ShardedSubscriptions, new_subscription
 from .cluster_renewal import ClusterRenewal
+from .flavor import Flavor, cluster_flavor, redis_flavor, translate
 from .server import Pending
 
 __all__ = ["ClusterBackend", "ClusterRenewal", "ClusterTooOld", "cluster_backend"]

@@ -30,7 +30,8 @@ from redis.exceptions import (
 from .._core.bounds import TICK
 from .._core.kept import kept
 from .._synchronization import Background, Event, Mutex, ProcessLock
-from .client import Backend, translate
+from .client import Backend
+from .flavor import translate
 
 __all__ = ["ShardedSubscriptions", "new_subscription"]
 

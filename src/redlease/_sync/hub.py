@@ -355,8 +355,8 @@ class Hub:
                 self._table.confirmed = False
                 self._pubsub = None
                 self._reader = None
-        if granted:
-            self._claim(granted, woken, defer=lead)
+        if granted:  # a thread reads on; a task's reader never waits on a claim's reply
+            self._claim(granted, woken, defer=lead or not Background.LEADS)
         else:
             _signal(woken)
         for waiter in lapsed:

@@ -13,7 +13,7 @@ from .._core import validate
 from .._core.inventory import InventoryKeys, Reservation, Stock
 from .._core.scripts import Script
 from ..errors import InventoryUnavailable
-from .client import check_client
+from .flavor import check_client
 from .primitive import Primitive
 
 __all__ = ["Inventory"]

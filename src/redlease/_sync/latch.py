@@ -11,7 +11,7 @@ from .._core import latch, validate
 from .._core.lease import new_token
 from .._core.waiters import Outcome
 from ..errors import LatchUnavailable
-from .client import check_client
+from .flavor import check_client
 from .primitive import Primitive
 
 __all__ = ["CountDownLatch"]

@@ -37,9 +37,10 @@ from .._core.waiters import Outcome
 from .._synchronization import Background, Shield
 from ..errors import LockUnavailable, ReplicasUnavailable
 from .breakglass import force_release_lock
-from .client import check_client
+from .flavor import check_client
 from .handle import Handle
 from .hub import Unread
+from .runtime import Runtime
 
 __all__ = ["Lock", "RLock"]
 
@@ -305,7 +306,7 @@ class Lock(Handle):
             self._run(LEAVE, *self._queue_args(token), "leave the queue of", timeout)
 
         # With wait_replicas, a granted waiter claims in its own attempt, followed by WAIT.
-        grantee = None if self._wait is not None else _Grantee(self, owner, token)
+        grantee = None if self._wait is not None else self._grantee(owner, token)
         holding: Holding | None = self._wait_turn(
             hub, token, attempt, leave, deadline=deadline, fallback=self.ttl, grantee=grantee
         )
@@ -314,6 +315,11 @@ class Lock(Handle):
     def _new_holding(self, owner: Hashable, token: bytes, fence: int, sent: float) -> Holding:
         runtime = self._runtime()
         return self._holding_for(owner, token, fence, sent + self.ttl, runtime.renewal, RENEW)
+
+    def _grantee(self, owner: Hashable, token: bytes) -> _Grantee:
+        """How the hub completes this acquire should a release grant it the lock."""
+        claim = (CLAIM, [self._keys.lock], [token, self._ttl_ms])
+        return _Grantee(self, owner, token, claim, self._holding_for, self._runtime)
 
     def _attempt(self, token: bytes, *, join: bool, deadline: float | None) -> Any:
         keys = self._keys
@@ -425,20 +431,28 @@ class Lock(Handle):
 
 
 class _Grantee:
-    """How the hub completes an acquire that a release granted (see ``waiters.Grantee``)."""
+    """How the hub completes an acquire that a release granted (see ``waiters.Grantee``):
+    ``lock._grantee()`` hands it the claim, how to build a holding, and the runtime."""
 
-    def __init__(self, lock: Lock, owner: Hashable, token: bytes) -> None:
+    def __init__(
+        self,
+        lock: Lock,
+        owner: Hashable,
+        token: bytes,
+        claim: tuple[Any, list[bytes], list[Any]],
+        holding_for: Callable[..., Holding],
+        runtime: Callable[[], Runtime],
+    ) -> None:
         self._lock = lock
         self._owner = owner
         self._token = token
-        keys = lock._keys
-        self.claim = (CLAIM, [keys.lock], [token, lock._ttl_ms])
+        self.claim = claim
+        self._holding_for = holding_for
+        self._runtime = runtime
 
     def granted(self, fence: int, expires_at: float) -> Holding:
-        lock = self._lock
-        return lock._holding_for(
-            self._owner, self._token, fence, expires_at, lock._runtime().renewal, RENEW
-        )
+        renewal = self._runtime().renewal
+        return self._holding_for(self._owner, self._token, fence, expires_at, renewal, RENEW)
 
     def claimed(self, holding: Holding, ok: bool | BaseException, sent_at: float) -> None:
         holding.settle = None
@@ -449,7 +463,7 @@ class _Grantee:
             if holding.active:
                 _observe.lost(holding, "claim")
             # (off this thread: it may be a waiter reading the hub, or the watchdog)
-            self._lock._runtime().renewer.notify(holding.mark_lost())
+            self._runtime().renewer.notify(holding.mark_lost())
         else:  # a failed call: the short lease stays, and the watchdog finds out, waiting
             holding.reach = sent_at + holding.ttl_ms / 1000  # as long as a landed claim lasts
 

@@ -22,7 +22,7 @@ from .._core.once import OnceInfo
 from .._core.scripts import Script
 from .._synchronization import Background, Function
 from ..errors import OnceUnavailable, RunLost
-from .client import check_client
+from .flavor import check_client
 from .primitive import Primitive
 
 __all__ = ["Once", "OnceRun"]
@@ -197,6 +197,22 @@ class Once(Primitive):
     def _undo(self, token: bytes, timeout: float | None) -> None:
         self._call(core.FAIL, token, timeout)
 
+    def _end_run(self, holding: Holding, script: Script, action: str) -> bool:
+        """Run ``script`` to end a run; False if its lease was lost first."""
+        if not self._runtime().renewer.release(holding):
+            return False
+        try:
+            recorded = self._call(script, holding.token)
+        except RedisError as exc:
+            _observe.error("once", holding.name, action, exc)
+            raise self._unavailable(action + " a run of", exc) from exc
+        if not recorded:
+            holding.lost = True
+            _observe.lost(holding, action)
+            return False
+        _observe.released(holding, time.monotonic() - holding.acquired_at)
+        return True
+
 
 class OnceRun:
     """One run of a :class:`Once`: ``fence``, ``started`` (server time, seconds since the
@@ -239,19 +255,8 @@ class OnceRun:
         if self._ended:
             raise RuntimeError(f"run {self.fence} of once {self.name!r} has ended already")
         self._ended = True
-        once, holding = self.once, self._holding
-        if not once._runtime().renewer.release(holding):
+        if not self.once._end_run(self._holding, script, action):
             raise self._lost(action)
-        try:
-            recorded = once._call(script, holding.token)
-        except RedisError as exc:
-            _observe.error("once", holding.name, action, exc)
-            raise once._unavailable(action + " a run of", exc) from exc
-        if not recorded:
-            holding.lost = True
-            _observe.lost(holding, action)
-            raise self._lost(action)
-        _observe.released(holding, time.monotonic() - holding.acquired_at)
 
     def _lost(self, action: str) -> RunLost:
         return RunLost(

@@ -11,7 +11,7 @@ from .._core import validate
 from .._core.ratelimit import RateLimit
 from .._core.rates import Rate
 from ..errors import RateLimitUnavailable
-from .client import check_client
+from .flavor import check_client
 from .primitive import Primitive
 
 __all__ = ["RateLimiter"]

@@ -29,7 +29,7 @@ from .._core.waiters import Outcome
 from .._fanout import NOT_YET, FanOut, Late, Unsent, hung
 from .._synchronization import Shield
 from ..errors import QuorumUnavailable
-from .client import check_client
+from .flavor import check_client
 from .handle import Handle
 from .redlock_renewal import QuorumRenewal
 from .redlock_servers import RedlockServers

@@ -14,7 +14,8 @@ from .._core.kept import forget_frames
 from .._core.lease import Holding
 from .._core.scripts import Script
 from .._fanout import FanOut
-from .client import Backend, connecting_by
+from .client import Backend
+from .server import connecting_by
 
 __all__ = ["QuorumRenewal"]
 

@@ -110,7 +110,7 @@ class Runtime:
 
 def backend_for(client: Any, arg: str = "client") -> Server:
     """A new backend for ``client``: a Cluster's, or one server's (checked as
-    ``client.check_client`` does)."""
+    ``flavor.check_client`` does)."""
     backend = cluster_backend(client)
     return backend if backend is not None else standalone_backend(client, arg)
 

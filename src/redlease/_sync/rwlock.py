@@ -6,7 +6,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import redis
 
@@ -15,7 +15,7 @@ from .._core.bounds import waited
 from .._core.breakglass import ForceReleased
 from .._core.lease import Holding
 from .._core.rwlock import ReadWriteLockInfo, rwlock_info, rwlock_keys
-from .._core.shared import EVERYTHING
+from .._core.shared import EVERYTHING, Snapshot
 from .._synchronization import Background
 from ..errors import LockLost, LockNotOwned, LockUnavailable, LockUpgradeError, NotAcquired
 from .shared import DEFAULT, Shared, Errors
@@ -61,6 +61,15 @@ class _AsyncSide(Shared):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} fence={self.fence}>"
+
+    # What the ReadWriteLock asks of a side (either: they share one lock's keys).
+    def _state(self) -> Snapshot:
+        """The whole lock as its inspect script sees it."""
+        return self._snapshot()
+
+    def _evict(self, token: Any) -> ForceReleased:
+        """Break-glass on the whole lock (see ``ReadWriteLock.force_release``)."""
+        return self._force_release(token, "rwlock")
 
     def release(self) -> None:
         """Release the caller's latest hold of this side.
@@ -228,8 +237,8 @@ class ReadWriteLock:
         next holder has written. Logged as a WARNING (``redlease_event`` ``force_released``).
         Raises :class:`~redlease.LockUnavailable` if Redis fails.
         """
-        return cls(client, name, prefix=prefix).read._force_release(token, "rwlock")
+        return cls(client, name, prefix=prefix).read._evict(token)
 
     def inspect(self) -> ReadWriteLockInfo:
         """A snapshot: readers, writer, waiters, last fence, the leases left (one round trip)."""
-        return rwlock_info(self.read._snapshot(), self.name)
+        return rwlock_info(self.read._state(), self.name)

@@ -29,7 +29,7 @@ from .._core.waiters import Outcome
 from .._synchronization import Background
 from ..errors import RedleaseError
 from .breakglass import force_release_shared
-from .client import check_client
+from .flavor import check_client
 from .primitive import Primitive
 
 __all__ = ["DEFAULT", "Shared", "Errors"]

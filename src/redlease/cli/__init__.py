@@ -30,15 +30,9 @@ import redis
 import redlease
 
 from . import demo, inspect, release, run, top
-from ._common import (
-    DEFAULT_URL,
-    EX_UNAVAILABLE,
-    EX_USAGE,
-    PROG,
-    URL_ENV,
-    CliError,
+from ._common import DEFAULT_URL, EX_UNAVAILABLE, EX_USAGE, PROG, URL_ENV, CliError, global_options
+from ._connection import (
     close_client,
-    global_options,
     make_client,
     parse_url,
     resolve_url,
@@ -173,7 +167,7 @@ def _finish_args(args: argparse.Namespace, tail: list[str] | None) -> None:
 
 def _connection_url(args: argparse.Namespace, sub: argparse.ArgumentParser) -> str | None:
     """The one URL naming the topology (``--cluster``, ``--sentinel`` and ``--tls-*`` written
-    into it, see :func:`redlease.cli._common.parse_url`), or None (demo: a private server)."""
+    into it, see :func:`redlease.cli._connection.parse_url`), or None (demo: a private server)."""
     explicit = args.url
     tls = {k: getattr(args, k) for k in ("tls_ca_cert", "tls_cert", "tls_key")}
     try:

@@ -27,18 +27,8 @@ import redlease
 
 from .._core.lock import LockKeys
 from . import ratelimit
-from ._common import (
-    DEFAULT_URL,
-    EX_USAGE,
-    CliError,
-    check_connection,
-    close_client,
-    global_options,
-    handler_defaults,
-    lock_name,
-    make_client,
-    unavailable,
-)
+from ._common import DEFAULT_URL, EX_USAGE, CliError, global_options, handler_defaults, lock_name
+from ._connection import check_connection, close_client, make_client, unavailable
 from ._kinds import KINDS, kind_of_suffix, present
 from ._urls import all_urls
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import redlease
 
-from ._common import CliError, unavailable
+from ._common import CliError
+from ._connection import unavailable
 
 __all__ = ["add_arguments", "command", "format_text", "report"]
 

@@ -12,16 +12,8 @@ import redis
 
 import redlease
 
-from ._common import (
-    DEFAULT_URL,
-    EX_USAGE,
-    CliError,
-    check_connection,
-    global_options,
-    handler_defaults,
-    lock_name,
-    unavailable,
-)
+from ._common import DEFAULT_URL, EX_USAGE, CliError, global_options, handler_defaults, lock_name
+from ._connection import check_connection, unavailable
 from ._kinds import HOLDERS
 from .inspect import holder_text, kind_of
 

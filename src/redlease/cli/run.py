@@ -23,14 +23,13 @@ from ._common import (
     EX_USAGE,
     PROG,
     CliError,
-    check_connection,
     global_options,
     handler_defaults,
     lease_seconds,
     lock_name,
-    unavailable,
     wait_seconds,
 )
+from ._connection import check_connection, unavailable
 
 __all__ = ["GRACE", "add_parser", "command"]
 

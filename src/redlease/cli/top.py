@@ -20,18 +20,8 @@ import redis
 
 import redlease
 
-from ._common import (
-    DEFAULT_URL,
-    EX_USAGE,
-    PROG,
-    CliError,
-    check_connection,
-    count,
-    global_options,
-    handler_defaults,
-    redact,
-    unavailable,
-)
+from ._common import DEFAULT_URL, EX_USAGE, PROG, CliError, count, global_options, handler_defaults
+from ._connection import check_connection, redact, unavailable
 from .inspect import scan_all
 
 __all__ = [

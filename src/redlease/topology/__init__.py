@@ -31,7 +31,8 @@ How the pieces are made robust (shared 2-core machines, no fixed sleeps):
 """
 
 from redlease.topology._common import TopologyError
-from redlease.topology.cluster import SLOTS, ClusterNodeInfo, RedisClusterServers, key_slot
+from redlease.topology.cluster import RedisClusterServers
+from redlease.topology.cluster_nodes import SLOTS, ClusterNodeInfo, key_slot
 from redlease.topology.security import (
     ACLUser,
     acl_user,

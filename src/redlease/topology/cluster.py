@@ -11,7 +11,6 @@ was down), so a failover takes ~2-3 s.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -20,13 +19,13 @@ import redis.asyncio.cluster
 import redis.cluster
 
 from redlease.server import (
-    _START_ATTEMPTS,
     HOST,
+    START_ATTEMPTS,
     RedisServer,
     ServerStartError,
-    _free_port,
     binary_version,
     find_server_binary,
+    free_port,
 )
 from redlease.topology._common import (
     FAILOVER_TIMEOUT,
@@ -38,68 +37,9 @@ from redlease.topology._common import (
     probe,
     replica_synced,
 )
+from redlease.topology.cluster_nodes import SLOTS, ClusterNodeInfo, cluster_nodes, key_slot, owns
 
-__all__ = ["SLOTS", "ClusterNodeInfo", "RedisClusterServers", "key_slot"]
-
-SLOTS = 16384
-"""Number of hash slots in a Redis Cluster."""
-
-
-def key_slot(key: str | bytes) -> int:
-    """The cluster hash slot of ``key`` (CRC16 of the ``{hash tag}`` if present, mod 16384)."""
-    from redis.crc import key_slot as crc_key_slot
-
-    return int(crc_key_slot(key.encode() if isinstance(key, str) else key))
-
-
-@dataclass(frozen=True)
-class ClusterNodeInfo:
-    """One line of ``CLUSTER NODES`` as seen by one node."""
-
-    node_id: str
-    port: int
-    flags: frozenset[str]
-    master_id: str | None
-    slots: tuple[tuple[int, int], ...]
-
-    @property
-    def is_master(self) -> bool:
-        """True for a master (with or without slots)."""
-        return "master" in self.flags
-
-    @property
-    def failed(self) -> bool:
-        """True if the node is flagged ``fail`` (or ``fail?``) by the viewer."""
-        return bool({"fail", "fail?"} & self.flags)
-
-
-def _cluster_nodes(port: int) -> dict[str, ClusterNodeInfo]:
-    """``CLUSTER NODES`` of the node on ``port``, parsed, by node id."""
-    with probe(port) as conn:
-        # Two words: redis-py would otherwise parse "CLUSTER NODES" into its own dict shape.
-        text = conn.execute_command("CLUSTER", "NODES")
-    if isinstance(text, bytes):
-        text = text.decode()
-    nodes: dict[str, ClusterNodeInfo] = {}
-    for line in str(text).splitlines():
-        fields = line.split()
-        if len(fields) < 8:
-            continue
-        address = fields[1].split("@")[0]  # ip:port@cport[,hostname]
-        slots: list[tuple[int, int]] = []
-        for spec in fields[8:]:
-            if spec.startswith("["):  # a slot being imported/migrated: [slot->-id]
-                continue
-            low, _, high = spec.partition("-")
-            slots.append((int(low), int(high or low)))
-        nodes[fields[0]] = ClusterNodeInfo(
-            node_id=fields[0],
-            port=int(address.rsplit(":", 1)[1]) if ":" in address else 0,
-            flags=frozenset(fields[2].replace("myself,", "").split(",")),
-            master_id=None if fields[3] == "-" else fields[3],
-            slots=tuple(slots),
-        )
-    return nodes
+__all__ = ["RedisClusterServers"]
 
 
 class RedisClusterServers:
@@ -153,7 +93,7 @@ class RedisClusterServers:
                 f"a Cluster): {what}"
             )
         total = self._n_masters * (1 + self._n_replicas)
-        for attempt in range(1, _START_ATTEMPTS + 1):
+        for attempt in range(1, START_ATTEMPTS + 1):
             # A node's bus port is chosen free, but another process (a second test worker
             # starting its own cluster) may take it before the node binds it: start afresh.
             configs = [self._node_config() for _ in range(total)]
@@ -164,7 +104,7 @@ class RedisClusterServers:
                 parallel(srv.start for srv in self._servers)
             except RuntimeError as exc:
                 self.close()
-                if "already in use" not in str(exc) or attempt == _START_ATTEMPTS:
+                if "already in use" not in str(exc) or attempt == START_ATTEMPTS:
                     raise
                 continue
             except BaseException:
@@ -242,7 +182,7 @@ class RedisClusterServers:
         """The master that owns a slot (an int) or a key's slot (str/bytes), as seen now."""
         slot = self._slot(slot_or_key)
         for info in self._view().values():
-            if info.is_master and not info.failed and _owns(info, slot):
+            if info.is_master and not info.failed and owns(info, slot):
                 return self._server_on(info.port)
         raise TopologyError(f"no live master owns slot {slot}")
 
@@ -301,8 +241,8 @@ class RedisClusterServers:
                 with probe(srv.port) as conn:
                     if conn.cluster("INFO")["cluster_state"] != "ok":
                         return None
-                for info in _cluster_nodes(srv.port).values():
-                    if info.is_master and not info.failed and _owns(info, slot):
+                for info in cluster_nodes(srv.port).values():
+                    if info.is_master and not info.failed and owns(info, slot):
                         owners.add(info.node_id)
             if len(owners) != 1 or old_id in owners:
                 return None
@@ -326,7 +266,7 @@ class RedisClusterServers:
             # Every node's view, not only its own: the old master learns it last, and a view
             # that still shows the old master can pass wait_healthy (it is consistent).
             for srv in self._running():
-                if not _cluster_nodes(srv.port)[my_id].is_master:
+                if not cluster_nodes(srv.port)[my_id].is_master:
                     return None
             return True
 
@@ -355,7 +295,7 @@ class RedisClusterServers:
                 with probe(srv.port) as conn:
                     if conn.cluster("INFO")["cluster_state"] != "ok":
                         return None
-                view = _cluster_nodes(srv.port)
+                view = cluster_nodes(srv.port)
                 if len(view) != total or any(
                     info.failed or "handshake" in info.flags or "noaddr" in info.flags
                     for info in view.values()
@@ -438,7 +378,7 @@ class RedisClusterServers:
             "cluster-config-file": "nodes.conf",
             "cluster-node-timeout": str(self._node_timeout_ms),
             "cluster-replica-validity-factor": "0",
-            "cluster-port": str(_free_port()),
+            "cluster-port": str(free_port()),
             "repl-diskless-sync-delay": "0",
             **self._extra,
         }
@@ -463,7 +403,7 @@ class RedisClusterServers:
 
         def all_known() -> bool | None:
             for srv in self._servers:
-                view = _cluster_nodes(srv.port)
+                view = cluster_nodes(srv.port)
                 if len(view) != total or any("handshake" in i.flags for i in view.values()):
                     return None
             return True
@@ -478,14 +418,14 @@ class RedisClusterServers:
         """CLUSTER NODES from the first running node that answers."""
         for srv in self._running():
             try:
-                return _cluster_nodes(srv.port)
+                return cluster_nodes(srv.port)
             except (redis.RedisError, OSError):
                 continue
         raise TopologyError("no cluster node answers")
 
     def _owner_seen_by(self, port: int, slot: int) -> str | None:
-        for info in _cluster_nodes(port).values():
-            if info.is_master and _owns(info, slot):
+        for info in cluster_nodes(port).values():
+            if info.is_master and owns(info, slot):
                 return info.node_id
         return None
 
@@ -511,7 +451,3 @@ class RedisClusterServers:
                 raise ValueError(f"slot must be in [0, {SLOTS}), got {slot_or_key!r}")
             return slot_or_key
         return key_slot(slot_or_key)
-
-
-def _owns(info: ClusterNodeInfo, slot: int) -> bool:
-    return any(low <= slot <= high for low, high in info.slots)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import redis
 
-from redlease.server import HOST, ServerNotFound, TLSFiles, _free_port, find_server_binary
+from redlease.server import HOST, ServerNotFound, TLSFiles, find_server_binary, free_port
 from redlease.topology._common import TopologyError
 
 __all__ = [
@@ -43,7 +43,7 @@ def tls_unsupported_reason(binary: str | None = None) -> str | None:
     missing = "/nonexistent/redlease-tls-probe.pem"
     options = {
         "port": "0",
-        "tls-port": str(_free_port()),
+        "tls-port": str(free_port()),
         "bind": HOST,
         "tls-cert-file": missing,
         "tls-key-file": missing,

@@ -4,7 +4,8 @@ This package's ``__init__`` parses the options, starts a private server when no 
 and runs :mod:`.counter` then :mod:`.flashsale` (``--counter`` or a flash-sale option: one
 of them). The rest, by what it holds:
 
-- :mod:`.flashsale`: the contest's options, its run and its report;
+- :mod:`.flashsale`: the contest's run; :mod:`.flashsale_settings`: its options;
+  :mod:`.flashsale_report`: its report;
 - :mod:`.strategies`: the four ways to sell a unit, and the buyer process that runs them;
 - :mod:`.counter`: the counter demo (lost updates without a lock, none with one);
 - :mod:`.crew`: starting, watching and stopping the worker processes; a shared clock;
@@ -21,8 +22,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from ...server import RedisServer, ServerNotFound, ServerStartError, find_server_binary
-from .._common import EX_UNAVAILABLE, EX_USAGE, CliError, global_options, handler_defaults, redact
-from . import counter, flashsale
+from .._common import EX_UNAVAILABLE, EX_USAGE, CliError, global_options, handler_defaults
+from .._connection import redact
+from . import counter, flashsale, flashsale_settings
 
 __all__ = ["add_parser", "command", "demo_server"]
 
@@ -66,7 +68,7 @@ def add_parser(subparsers: Any) -> None:
         action="store_true",
         help="run the counter demo (lost updates without a lock) alone",
     )
-    flashsale.add_arguments(
+    flashsale_settings.add_arguments(
         parser.add_argument_group("flash sale (any of these runs the flash sale alone)")
     )
     counter.add_arguments(
@@ -79,7 +81,7 @@ def command(args: argparse.Namespace) -> int:
     """Run the demo the options ask for, against ``--url`` or a private server."""
     counting = args.counter or counter.selected(args)
     if counting:
-        given = flashsale.given_options(args)
+        given = flashsale_settings.given_options(args)
         if given:
             args.subparser.print_usage(sys.stderr)
             raise CliError(
@@ -87,7 +89,7 @@ def command(args: argparse.Namespace) -> int:
                 "--increments select the counter demo",
                 EX_USAGE,
             )
-    selling = bool(flashsale.given_options(args))
+    selling = bool(flashsale_settings.given_options(args))
     with demo_server(args.url) as (url, label):
         if counting:
             return counter.command(args, url, label)

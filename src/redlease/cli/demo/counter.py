@@ -21,7 +21,8 @@ from typing import Any, TextIO
 import redlease
 
 from ..._core.lock import LockKeys
-from .._common import CliError, check_connection, close_client, count, make_client
+from .._common import CliError, count
+from .._connection import check_connection, close_client, make_client
 from .crew import Crew, now_ns
 from .report import Progress, percentile, table
 

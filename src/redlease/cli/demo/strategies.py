@@ -31,7 +31,7 @@ import redlease.asyncio
 
 from ..._core.inventory import InventoryKeys
 from ..._core.lock import LockKeys
-from .._common import make_async_client
+from .._connection import make_async_client
 from .crew import now_ns
 
 __all__ = [

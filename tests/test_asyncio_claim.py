@@ -1,0 +1,91 @@
+"""asyncio: the hub's reader task sends a fresh grant's claim and wakes the waiter without
+reading the claim's reply; whoever next relies on the lease reads it (the release behind it,
+``extend()``, or the watchdog within a third of the grant's short lease).
+
+A task granted the lock that then holds it past the hand-off window without touching it is
+held on its full lease (the twin: were the watchdog to schedule the grant as any holding, the
+reply would stay unread and the handle would judge the lock on the grant's short lease,
+long run out, while Redis holds it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+import redis.asyncio
+
+import redlease.asyncio as redlease
+from redlease._async import renewer as renewer_module
+
+pytestmark = pytest.mark.timeout(60)
+HANDOFF = 0.2
+
+
+async def _granted_after_waiting(
+    client: redis.asyncio.Redis, name: str, hold: float
+) -> dict[str, Any]:
+    """Another client holds ``name``; a task on ``client`` waits, is granted the lock by the
+    release, and holds it ``hold`` seconds. What the waiting task saw."""
+    holder_client = redis.asyncio.Redis(connection_pool=client.connection_pool)
+    holder = redlease.Lock(holder_client, name, ttl=30)
+    assert await holder.acquire()
+    waiter = redlease.Lock(client, name, ttl=30, handoff=HANDOFF)
+    seen: dict[str, Any] = {}
+
+    async def wait() -> None:
+        seen["acquired"] = await waiter.acquire(timeout=20)
+        await asyncio.sleep(hold)
+        holding = waiter._held()
+        seen["believed"] = None if holding is None else holding.expires_at - time.monotonic()
+        seen["owned"] = await waiter.owned()
+        seen["remaining"] = await waiter.remaining()
+        seen["pttl"] = await client.pttl(f"redlease:{{{name}}}:lock")
+        try:
+            await waiter.release()
+            seen["released"] = True
+        except redlease.LockError as exc:
+            seen["released"] = exc
+
+    task = asyncio.create_task(wait())
+    probe = redis.asyncio.Redis(connection_pool=client.connection_pool)
+    for _ in range(500):  # queued
+        if await probe.zcard(f"redlease:{{{name}}}:queue"):
+            break
+        await asyncio.sleep(0.01)
+    await holder.release()
+    await asyncio.wait_for(task, 30)
+    await redlease.close(holder_client)
+    return seen
+
+
+async def test_a_grant_held_past_the_handoff_window_is_held_on_its_full_lease(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    seen = await _granted_after_waiting(async_client, "settled-async", hold=5 * HANDOFF)
+    assert seen["acquired"] and seen["owned"]
+    assert seen["remaining"] > 20  # the 30 s lease, not what is left of the grant's 0.2 s
+    assert seen["pttl"] > 20_000
+    assert seen["believed"] > 20  # the handle knows it: it read the claim's reply in time
+    assert seen["released"] is True
+
+
+async def test_twin_a_grant_nobody_settles_is_judged_on_its_short_lease(
+    async_client: redis.asyncio.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = renewer_module.AsyncRenewer.add
+
+    def add_as_any_holding(self: Any, holding: Any) -> None:
+        settle, holding.settle = holding.settle, None
+        real(self, holding)
+        holding.settle = settle
+
+    monkeypatch.setattr(renewer_module.AsyncRenewer, "add", add_as_any_holding)
+    seen = await _granted_after_waiting(async_client, "unsettled-async", hold=5 * HANDOFF)
+    assert seen["acquired"]
+    assert seen["pttl"] > 20_000  # the claim landed: Redis holds it for the lease
+    assert seen["owned"]  # Redis says so too
+    # but the handle still judges it on the grant's 0.2 s, which ran out long ago
+    assert seen["believed"] is not None and seen["believed"] < 0
