@@ -9,7 +9,9 @@ The algorithm (Redis documentation, "Distributed Locks with Redis"), as redlease
    The round returns as soon as a majority granted (or can no longer grant); the replies of
    the rest are collected later, off the caller's path (``_fanout/``);
 4. the fence is the largest counter among the granting servers, written back to them
-   (fence.lua) before the acquire counts: every later majority meets one of them;
+   (fence.lua) before the acquire counts: every later majority meets one of them (skipped
+   where they all issued it: acquire.lua issues whole seconds, so servers whose counters
+   agree issue the same fence);
 5. otherwise release on every server, including those that did not answer (their reply may
    have been lost): where the reply is late, behind the acquire on its own connection, so
    the server runs the release after the acquire however late that comes (a late grant is
