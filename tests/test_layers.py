@@ -91,8 +91,6 @@ def test_a_circle_is_found_even_through_a_deferred_import(tmp_path: Path, deferr
 PACKAGE = SRC / "redlease"
 ALLOWED = {("_compat.py", "conn._sock")}
 """Reaches allowed where they are: redis-py's socket, read in ``_compat.socket_of`` only."""
-PENDING: set[str] = set()
-"""Files whose reaches are being fixed elsewhere: skipped until then."""
 NAMEDTUPLE = {"_replace", "_asdict", "_fields", "_make"}  # public API despite the underscore
 
 
@@ -161,17 +159,12 @@ def test_no_module_uses_another_modules_private_names() -> None:
     reaches = []
     for path in sorted(PACKAGE.rglob("*.py")):
         where = path.relative_to(PACKAGE).as_posix()
-        if "_sync" in path.relative_to(PACKAGE).parts or where in PENDING:
+        if "_sync" in path.relative_to(PACKAGE).parts:
             continue
         for reach in private_reaches(path):
             if (where, reach.partition(": ")[2]) not in ALLOWED:
                 reaches.append(f"{where}:{reach}")
     assert reaches == []
-
-
-def test_pending_files_still_reach() -> None:
-    """A file fixed since goes out of PENDING (empty it once the fixes have landed)."""
-    assert [where for where in sorted(PENDING) if not private_reaches(PACKAGE / where)] == []
 
 
 def test_the_one_allowed_reach_is_in_one_place() -> None:

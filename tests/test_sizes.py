@@ -51,13 +51,8 @@ def io_layer() -> list[Path]:
     return shell + beside
 
 
-# Being split on other branches: empty once they land.
-PENDING: set[str] = set()
-
-
 def test_no_hand_written_file_is_above_500_lines() -> None:
-    checked = [p for p in hand_written() if str(p.relative_to(ROOT)) not in PENDING]
-    assert too_long(checked) == []
+    assert too_long(hand_written()) == []
 
 
 def test_twin_a_long_file_is_found(tmp_path: Path) -> None:
