@@ -36,7 +36,7 @@ async def paused_rounds(clients: list[Any], pause: float = PAUSE) -> list[list[A
     for _ in range(ROUNDS):
         # Queued before the round's tasks (run() creates them before its first await).
         asyncio.get_running_loop().call_soon(time.sleep, pause)
-        rounds.append(await lock._round(INSPECT, lock._keys.in_order(), [b"nobody"]))
+        rounds.append(await lock._servers.round(INSPECT, lock._keys.in_order(), [b"nobody"]))
     return rounds
 
 

@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 
 import redlease
-from redlease import _fanout
+from redlease import _fanout_sync
 from redlease._fanout import LATE, FanOut
 from redlease._sync import redlock as sync_redlock
+from redlease._sync import redlock_servers as sync_servers
 from redlease._sync.client import Backend
 from redlease.server import RedisServer
 
@@ -80,7 +81,7 @@ def test_twin_connecting_to_each_in_turn_costs_a_deadline_per_server(
     redlock_clients: list[Any], redlock_servers: list[RedisServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The check above catches a fan-out that opens their connections first, in turn."""
-    monkeypatch.setattr(_fanout, "hung", lambda backend: False)
+    monkeypatch.setattr(_fanout_sync, "hung", lambda backend: False)
     took, _ = timed_with_two_hung(redlock_clients, redlock_servers)
     assert took >= len(HUNG) * SERVER_TIMEOUT * 0.9  # fails the check above
 
@@ -123,7 +124,7 @@ def test_twin_probing_each_in_turn_costs_a_call_a_deadline_per_server(
     def hung_unless_probed(backend: Any) -> bool:
         return not backend.idle() and backend.hung() and not backend.probe()
 
-    monkeypatch.setattr(_fanout, "hung", hung_unless_probed)
+    monkeypatch.setattr(_fanout_sync, "hung", hung_unless_probed)
     slowest = slowest_call_while_two_hang(redlock_clients, redlock_servers)
     assert slowest >= len(HUNG) * SERVER_TIMEOUT * 0.9, slowest  # fails the check above
 
@@ -217,7 +218,7 @@ def test_twin_identifying_in_turn_before_every_acquire(
 ) -> None:
     """The checks above catch identification one server at a time (each hung one's
     handshake waited out in turn), asked again before every acquire."""
-    monkeypatch.setattr(sync_redlock, "hung", lambda backend: False)
+    monkeypatch.setattr(sync_servers, "hung", lambda backend: False)
     monkeypatch.setattr(
         FanOut, "gather", staticmethod(lambda fn, items: [_outcome(fn, item) for item in items])
     )

@@ -21,11 +21,11 @@ import redis.asyncio
 from redis.exceptions import ConnectionError
 
 import redlease.asyncio as redlease
-from redlease import _fanout as fanout_module
+from redlease import _fanout_results as fanout_module
 from redlease import metrics
 from redlease._async import cluster_pubsub
 from redlease._async import hub as hub_module
-from redlease._async import redlock as redlock_module
+from redlease._async import redlock_renewal as redlock_module
 from redlease._async.cluster import AsyncClusterBackend
 from redlease._async.cluster_pubsub import _NodeSubscriptions, _ShardedSubscription
 from redlease._async.runtime import runtime_for

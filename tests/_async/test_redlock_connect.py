@@ -19,7 +19,7 @@ import pytest
 import redis.asyncio
 
 import redlease.asyncio as redlease
-from redlease._async import redlock as redlock_module
+from redlease._async import redlock_servers as servers_module
 from redlease._async.client import AsyncBackend
 from redlease.server import RedisServer
 
@@ -124,6 +124,6 @@ async def test_a_server_hung_from_the_start_is_not_asked_before_every_acquire(
 async def test_twin_identifying_it_before_every_acquire_costs_each_a_deadline(
     redlock_servers: list[RedisServer], monkeypatch: Any
 ) -> None:
-    monkeypatch.setattr(redlock_module, "hung", lambda backend: False)  # the old behaviour
+    monkeypatch.setattr(servers_module, "hung", lambda backend: False)  # the old behaviour
     times = await acquire_times_with_two_hung_from_the_start(redlock_servers)
     assert min(times[1:]) >= 0.9 * DEADLINE, times  # fails the check above

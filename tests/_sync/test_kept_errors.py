@@ -22,11 +22,11 @@ import redis
 from redis.exceptions import ConnectionError
 
 import redlease as redlease
-from redlease import _fanout as fanout_module
+from redlease import _fanout_results as fanout_module
 from redlease import metrics
 from redlease._sync import cluster_pubsub
 from redlease._sync import hub as hub_module
-from redlease._sync import redlock as redlock_module
+from redlease._sync import redlock_renewal as redlock_module
 from redlease._sync.cluster import ClusterBackend
 from redlease._sync.cluster_pubsub import _NodeSubscriptions, _ShardedSubscription
 from redlease._sync.runtime import runtime_for

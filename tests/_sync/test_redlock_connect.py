@@ -20,7 +20,7 @@ import pytest
 import redis
 
 import redlease as redlease
-from redlease._sync import redlock as redlock_module
+from redlease._sync import redlock_servers as servers_module
 from redlease._sync.client import Backend
 from redlease.server import RedisServer
 
@@ -125,6 +125,6 @@ def test_a_server_hung_from_the_start_is_not_asked_before_every_acquire(
 def test_twin_identifying_it_before_every_acquire_costs_each_a_deadline(
     redlock_servers: list[RedisServer], monkeypatch: Any
 ) -> None:
-    monkeypatch.setattr(redlock_module, "hung", lambda backend: False)  # the old behaviour
+    monkeypatch.setattr(servers_module, "hung", lambda backend: False)  # the old behaviour
     times = acquire_times_with_two_hung_from_the_start(redlock_servers)
     assert min(times[1:]) >= 0.9 * DEADLINE, times  # fails the check above

@@ -15,6 +15,7 @@ import redis
 
 import redlease as redlease
 from redlease._core import redlock as core
+from redlease._core import redlock_argv
 from redlease._core.lock import RELEASE, LockKeys
 from redlease._fanout import Late
 from redlease.server import RedisServer
@@ -127,12 +128,12 @@ def test_twin_a_late_grant_left_alone_stays_held(
     """The check above catches an undo that skips the servers whose reply was late."""
 
     def undo_answered_only(
-        self: Any, token: bytes, servers: list[int], errors: dict[int, Any]
+        self: Any, token: bytes, servers: list[int], errors: dict[int, Any], ticket: Any
     ) -> None:
         rest = [i for i in servers if not isinstance(errors.get(i), Late)]
         if rest:
-            keys, args = self._queue_args(token)
-            self._round(RELEASE, keys, args, servers=rest)
+            args = redlock_argv.release(token=token, window_ms=self._window_ms)
+            self._servers.round(RELEASE, self._queue_keys, args, servers=rest)
 
     monkeypatch.setattr(redlease.Redlock, "_undo", undo_answered_only)
     got, holder = late_grant(redlock_clients, redlock_servers)

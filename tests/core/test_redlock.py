@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from redlease._core import redlock as core
+from redlease._core import redlock_argv
 from redlease._core.holder import HolderInfo, decode
 from redlease._core.lock import ACQUIRED, HELD, RESERVED, LockInfo
+from redlease._core.waiters import WAITERS
 
 
 @pytest.mark.parametrize(("n", "quorum"), [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (7, 4)])
@@ -151,3 +153,50 @@ def test_a_fence_no_server_remembers_is_the_latest_server_time() -> None:
     assert fresh.fence_known and fresh.fence == 1_700_000_000_000_009
     twin = core.tally([[1, 0], [1, 0], [1, 0]])  # the replies before: no time in them
     assert twin.fence_known and twin.fence == 1
+
+
+def test_an_attempt_that_won_is_queued_only_where_it_neither_was_granted_nor_left() -> None:
+    tally = core.tally([[ACQUIRED, 7], [ACQUIRED, 7], [ACQUIRED, 7], [HELD, 10, 1], boom()])
+    tally.left.add(4)  # a leave went behind its late acquire
+    won = core.outcome(tally, "holding", join=True)
+    assert won.result == "holding" and won.queued == (3,)
+    assert core.outcome(tally, "holding", join=False).queued == ()
+
+
+def test_an_attempt_that_lost_reports_refusals_of_the_servers_that_answered() -> None:
+    tally = core.tally([[ACQUIRED, 7], [HELD, 900, 1], [RESERVED, 30, 0, 1], boom(), boom()])
+    lost = core.outcome(tally, None, join=True)
+    assert lost.result is None and lost.split  # one grant: a split vote
+    assert lost.answered == (0, 1, 2) and lost.queued == (0, 1, 2, 3, 4)
+    assert lost.refusals == tuple(
+        (i, held, ms) for i in (0, 1, 2) for held, ms in ((True, 900), (False, 30))
+    )
+
+
+def test_a_renewal_counts_with_a_majority_within_its_validity() -> None:
+    answered = [[True, True], [True, False], [True, False]]
+    assert core.renewed(answered, [10_000, 10_000], 0.01, 2, 0.01) == [True, False]
+    assert core.renewed(answered, [100, 10_000], 0.2, 2, 0.01) == [False, False]
+
+
+def test_the_lease_a_majority_still_has_less_the_drift() -> None:
+    assert core.majority_remaining([900.0, 500.0, 700.0], 3, 2) == pytest.approx(0.498)
+    assert core.majority_remaining([900.0, 500.0], 3, 2) == 0.0  # fewer than a majority
+    assert core.majority_remaining([1.0, 1.0, 1.0], 3, 2) == 0.0
+
+
+def test_the_lock_scripts_argv_follows_their_contracts() -> None:
+    """acquire.lua / release.lua / leave.lua ARGV as their headers number them."""
+    acquire = redlock_argv.acquire(token=b"t", ttl_ms=10, join=True, window_ms=50, ticket="7")
+    assert acquire.told == [b"t", 10, 1, 50, WAITERS, "7", "R", "1"]
+    assert acquire.quiet == [b"t", 10, 1, 50, WAITERS, "7", "R", "0"]
+    release = redlock_argv.release(token=b"t", window_ms=50)
+    assert release.told == [b"t", 50, WAITERS, "R", 0, "1"] and release.quiet[5] == "0"
+    requeue = redlock_argv.requeue("7", 10)
+    assert redlock_argv.release(token=b"t", window_ms=50, requeue=requeue).told[6:] == [0, "7 10"]
+    leave = redlock_argv.leave(token=b"t", window_ms=50)
+    assert leave.told == release.told and leave.quiet == release.quiet
+
+
+def boom() -> Exception:
+    return TimeoutError("late")

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import redis.asyncio
-from redis.exceptions import RedisError
 
 from .._core import redlock as core
-from .._core import renewals, validate
+from .._core import redlock_argv as argv
+from .._core import validate
 from .._core.holder import name_of
-from .._core.kept import forget_frames
 from .._core.lease import Holding, new_token
 from .._core.lock import (
     ACQUIRE,
@@ -26,14 +24,15 @@ from .._core.lock import (
     LockInfo,
     decode_inspect,
 )
-from .._core.scripts import Script
-from .._core.waiters import WAITERS, Outcome
+from .._core.waiters import Outcome
 from .._fanout import NOT_YET, AsyncFanOut, Late, Unsent, hung
-from .._synchronization import AsyncBackground, AsyncShield
+from .._synchronization import AsyncShield
 from ..errors import QuorumUnavailable
-from .client import AsyncBackend, check_client, connecting_by
+from .client import check_client
 from .handle import AsyncHandle
-from .runtime import AsyncRuntime, runtime_for
+from .redlock_renewal import AsyncQuorumRenewal
+from .redlock_servers import AsyncRedlockServers
+from .runtime import AsyncRuntime
 from .waiting import wait_turn
 
 __all__ = ["AsyncRedlock"]
@@ -120,8 +119,13 @@ class AsyncRedlock(AsyncHandle):
             )
         self.server_timeout = self._server_ms / 1000
         self.quorum = core.quorum(len(self._clients))
-        self._identified: dict[int, tuple[str, int]] = {}  # server -> (run_id, db)
-        self._servers: _Servers | None = None  # the runtimes of the clients, while current
+        self._servers = AsyncRedlockServers(
+            self._clients, self.quorum, self._drift_factor, self.server_timeout
+        )
+        keys = self._keys  # the KEYS of the scripts, in the orders their contracts give
+        self._acquire_keys = [keys.lock, keys.fence, keys.queue, keys.handoff]
+        self._queue_keys = [keys.lock, keys.queue, keys.handoff, keys.fence]  # release, leave
+        self._fence_keys = [keys.lock, keys.fence]
 
     # -- state ------------------------------------------------------------------------------
     @property
@@ -173,131 +177,33 @@ class AsyncRedlock(AsyncHandle):
             for info in await self._inspect(holding.token)
             if info.mine
         ]
-        if len(mine) < self.quorum:
-            return 0.0
-        majority_ms = sorted(mine, reverse=True)[self.quorum - 1]
-        return max(0.0, (majority_ms - core.drift_ms(holding.ttl_ms, self._drift_factor)) / 1000)
+        drift = core.drift_ms(holding.ttl_ms, self._drift_factor)
+        return core.majority_remaining(mine, self.quorum, drift)
 
     # -- the conversation with Redis --------------------------------------------------------
-    def _current(self) -> _Servers:
-        """The clients' runtimes and what rounds use of them, kept while they are current
-        (none closed, same process or event loop): looked up once, not on every round."""
-        servers = self._servers
-        if servers is not None:
-            scope = AsyncBackground.scope()
-            for rt in servers.runtimes:  # (a loop, not all(): this runs on every round)
-                if rt.scope != scope or rt.closed:
-                    break
-            else:
-                return servers
-        runtimes = tuple(runtime_for(c) for c in self._clients)
-        # Each round is bounded by ``server_timeout`` by the fan-out, while a connection's own
-        # reads may take ``SLACK`` more (asyncio), so that a late reply is collected (and
-        # whatever was sent behind it read), not its connection closed.
-        timeout = self.server_timeout + AsyncFanOut.SLACK
-        # (one server each: a cluster client was refused in __init__)
-        backends = tuple(cast(AsyncBackend, rt.backend.with_deadline(timeout)) for rt in runtimes)
-        renewal = AsyncQuorumRenewal(backends, self.quorum, self._drift_factor, self.server_timeout)
-        self._servers = _Servers(runtimes, backends, renewal)
-        return self._servers
-
-    def _runtimes(self) -> tuple[AsyncRuntime, ...]:
-        return self._current().runtimes
-
     def _runtime(self) -> AsyncRuntime:
-        return self._current().runtimes[0]
-
-    def _backends(self) -> tuple[AsyncBackend, ...]:
-        """The servers for rounds (see :meth:`_current`)."""
-        return self._current().backends
-
-    async def _round(
-        self,
-        script: Script,
-        keys: list[bytes],
-        args: list[Any],
-        servers: Sequence[int] = (),
-        *,
-        enough: Callable[[list[Any]], bool] | None = None,
-        quiet: list[Any] | None = None,
-        hold: bool = False,
-    ) -> list[Any]:
-        """Run ``script`` on the given servers (default: all) at once; replies or exceptions
-        (:class:`Late` for a reply not read yet: ``enough(replies)``, asked only of a round
-        over all servers, let it return, or the server's deadline passed). ``quiet``: the args
-        of the servers that need not tell waiters (:func:`core.tellers`), in a round over all
-        servers."""
-        backends = self._backends()
-        chosen = list(servers) if servers else list(range(len(backends)))
-        tellers = len(backends) if quiet is None or servers else core.tellers(len(backends))
-        replies = await AsyncFanOut.run(
-            [(backends[i], script, keys, args if i < tellers else quiet or args) for i in chosen],
-            self.server_timeout,
-            None if servers else enough,  # (rounds over some of the servers read them all)
-            hold=hold,
-        )
-        out: list[Any] = [None] * len(backends)
-        for i, reply in zip(chosen, replies, strict=True):
-            out[i] = reply
-        return out
-
-    async def _check_servers(self) -> None:
-        """Refuse one server given twice (by its run_id and database), once all answered.
-
-        A server known not to answer is asked once it answers a round again (see
-        :func:`~redlease._fanout.hung`): asked before every acquire, it would cost each one
-        a deadline while it hangs."""
-        missing = [i for i in range(len(self._clients)) if i not in self._identified]
-        if not missing:
-            return
-        backends = [rt.backend.with_deadline(self.server_timeout) for rt in self._runtimes()]
-        missing = [i for i in missing if not hung(backends[i])]
-
-        async def identify(i: int) -> tuple[str, int]:
-            return await backends[i].identify()
-
-        for i, found in zip(missing, await AsyncFanOut.gather(identify, missing), strict=True):
-            if not isinstance(found, BaseException):
-                self._identified[i] = found
-        core.check_distinct(self._identified)
+        return self._servers.runtimes()[0]
 
     async def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
-        await self._check_servers()
+        await self._servers.check()
         token = new_token(name_of(owner))
         ticket = str(time.time_ns() // 1000)  # one place in every server's queue
         n = len(self._clients)
 
         async def attempt(join: bool) -> Outcome:
             holding, tally = await self._try(owner, token, join=join, ticket=ticket)
-            if holding is not None:
-                # (granted: it left that queue; left: a leave was sent behind the late acquire)
-                stay = set(tally.granted) | tally.left
-                queued = tuple(i for i in range(n) if i not in stay) if join else ()
-                return Outcome(result=holding, queued=queued)
-            answered = tuple(i for i in range(n) if i not in tally.errors)
-            refusals = tuple(
-                (i, held, max(ms))
-                for i in answered
-                for held, ms in ((True, tally.lease_ms), (False, tally.check_ms))
-                if ms
-            )
-            return Outcome(
-                refusals=refusals,
-                answered=answered,
-                queued=tuple(range(n)) if join else (),
-                split=bool(tally.granted),
-            )
+            return core.outcome(tally, holding, join=join)
 
         async def leave(servers: list[int], timeout: float | None) -> None:
-            keys, args = self._queue_args(token)
             # A hung server is not waited for (it would cost the caller a deadline): it is
             # told nothing now, and when it answers again, its queue skips a waiter that
             # does not take its turn.
-            backends = self._backends()
+            backends = self._servers.backends()
             told = [i for i in servers if not hung(backends[i])]
             some = told if len(told) < n else ()  # all of them: only some tell
+            args = argv.leave(token=token, window_ms=self._window_ms)
             replies = (
-                await self._round(LEAVE, keys, args, some, quiet=core.quiet(args))
+                await self._servers.round(LEAVE, self._queue_keys, args, some)
                 if told
                 else [None] * n
             )
@@ -306,7 +212,7 @@ class AsyncRedlock(AsyncHandle):
             self._require_answers("leave the queues of", core.failures(replies))
 
         holding: Holding | None = await wait_turn(
-            [rt.hub for rt in self._runtimes()],
+            [rt.hub for rt in self._servers.runtimes()],
             token,
             attempt,
             leave,
@@ -326,17 +232,16 @@ class AsyncRedlock(AsyncHandle):
         self, owner: Hashable, token: bytes, *, join: bool, ticket: str
     ) -> tuple[Holding | None, core.Tally]:
         """One Redlock round: acquire everywhere, merge and write back the fence, or undo."""
-        keys = self._keys
         start = time.monotonic()
-        args = [token, self._ttl_ms, int(join), self._window_ms, WAITERS, ticket, core.MODE]
-        args.append(core.TELL)  # the next waiter hears that we took it from a few servers
+        args = argv.acquire(
+            token=token, ttl_ms=self._ttl_ms, join=join, window_ms=self._window_ms, ticket=ticket
+        )
         tally = core.tally(
-            await self._round(
+            await self._servers.round(
                 ACQUIRE,
-                [keys.lock, keys.fence, keys.queue, keys.handoff],
+                self._acquire_keys,
                 args,
                 enough=core.acquire_settled,
-                quiet=core.quiet(args),
                 hold=True,  # a late grant may need a release behind it (below)
             )
         )
@@ -350,7 +255,6 @@ class AsyncRedlock(AsyncHandle):
     ) -> tuple[Holding | None, core.Tally]:
         """Held if a majority granted in time (the fence merged); else undone everywhere.
         ``ticket``: the round queued the caller (it goes on waiting) under this ticket."""
-        keys = self._keys
         known = tally.fence_known
         if known and core.validity(self._ttl_ms, time.monotonic() - start, 0) > 0:
             fence = tally.fence
@@ -358,10 +262,10 @@ class AsyncRedlock(AsyncHandle):
             if any(counter != fence for counter in tally.granted.values()):
                 # Raise the lagging counters to the fence; where they all equal it already
                 # (always, with one server), this round would change nothing.
-                replies = await self._round(
-                    FENCE, [keys.lock, keys.fence], [token, fence], servers=list(tally.granted)
+                replies = await self._servers.round(
+                    FENCE, self._fence_keys, [token, fence], servers=list(tally.granted)
                 )
-                confirmed = sum(1 for i in tally.granted if _is_one(replies[i]))
+                confirmed = sum(1 for i in tally.granted if core.done(replies[i]))
             valid = core.validity(self._ttl_ms, time.monotonic() - start, self._drift_factor)
             if confirmed >= self.quorum and valid > 0:
                 await self._catch_up(token, fence, tally, queued=ticket is not None)
@@ -398,16 +302,18 @@ class AsyncRedlock(AsyncHandle):
         (joined the queues), the leave of that server's queue (where the late acquire is
         refused, it leaves the token queued), noted in ``tally.left``: the acquire returns
         without waiting for the late servers."""
-        keys = self._keys
-        leave_keys, leave_args = self._queue_args(token)
+        fence_keys, fence_args = self._fence_keys, [token, fence]
+        leave_args = argv.leave(token=token, window_ms=self._window_ms).told
         rest = []
         for i, error in tally.errors.items():
             if not isinstance(error, Late) or isinstance(error, Unsent):
                 continue  # (an unsent acquire ran nowhere)
             reply = await AsyncFanOut.arrived(error)
             if reply is NOT_YET:
-                if await AsyncFanOut.follow(error, FENCE, [keys.lock, keys.fence], [token, fence]):
-                    if queued and await AsyncFanOut.follow(error, LEAVE, leave_keys, leave_args):
+                if await AsyncFanOut.follow(error, FENCE, fence_keys, fence_args):
+                    if queued and await AsyncFanOut.follow(
+                        error, LEAVE, self._queue_keys, leave_args
+                    ):
                         tally.left.add(i)
                     continue
                 reply = await AsyncFanOut.arrived(error)  # it came between the two looks
@@ -416,7 +322,7 @@ class AsyncRedlock(AsyncHandle):
             if reply is not NOT_YET and core.dequeued(reply):
                 tally.left.add(i)  # (its grant took the token out of that queue)
         if rest:  # an ordinary round (rare: a server restarted empty, or lagging)
-            await self._round(FENCE, [keys.lock, keys.fence], [token, fence], servers=rest)
+            await self._servers.round(FENCE, fence_keys, fence_args, servers=rest)
 
     async def _undo(
         self, token: bytes, servers: list[int], errors: dict[int, Any], ticket: str | None
@@ -425,9 +331,9 @@ class AsyncRedlock(AsyncHandle):
         (so the server runs the release after it, however late), else in a new round. With a
         ``ticket``, the caller goes on waiting: each server it is released on queues it under
         that ticket first (release.lua ``requeue``), so that every queue has it."""
-        keys, args = self._queue_args(token)
-        if ticket is not None:
-            args = core.requeue(args, ticket, self._ttl_ms)
+        requeue = "" if ticket is None else argv.requeue(ticket, self._ttl_ms)
+        args = argv.release(token=token, window_ms=self._window_ms, requeue=requeue).told
+        keys = self._queue_keys
         rest = [
             i
             for i in servers
@@ -437,19 +343,19 @@ class AsyncRedlock(AsyncHandle):
             )
         ]
         if rest:
-            await self._round(RELEASE, keys, args, servers=rest)
+            await self._servers.round(RELEASE, keys, args, servers=rest)
 
     async def _release_remote(self, holding: Holding) -> None:
         # Returns at a majority released: the rest release on their own (already sent).
-        keys, args = self._queue_args(holding.token)
-        replies = await self._round(
-            RELEASE, keys, args, enough=core.majority_done, quiet=core.quiet(args)
+        args = argv.release(token=holding.token, window_ms=self._window_ms)
+        replies = await self._servers.round(
+            RELEASE, self._queue_keys, args, enough=core.majority_done
         )
         self._require_quorum("release", replies, holding, count_lost=False)
 
     async def _set_lease(self, holding: Holding, ttl_ms: int) -> None:
         start = time.monotonic()
-        replies = await self._round(EXTEND, [holding.key], [holding.token, ttl_ms])
+        replies = await self._servers.round(EXTEND, [holding.key], [holding.token, ttl_ms])
         self._require_quorum("extend", replies, holding, count_lost=True)
         valid = core.validity(ttl_ms, time.monotonic() - start, self._drift_factor)
         if valid <= 0:
@@ -460,8 +366,7 @@ class AsyncRedlock(AsyncHandle):
         self, action: str, replies: list[Any], holding: Holding, *, count_lost: bool
     ) -> None:
         """Raise unless a majority did it: QuorumUnavailable if too few answered, else lost."""
-        done = sum(1 for r in replies if _is_one(r))
-        if done >= self.quorum:
+        if sum(1 for r in replies if core.done(r)) >= self.quorum:
             return
         self._require_answers(action, core.failures(replies))
         if count_lost:
@@ -479,11 +384,11 @@ class AsyncRedlock(AsyncHandle):
             )
 
     def _renewal(self) -> AsyncQuorumRenewal:
-        return self._current().renewal
+        return self._servers.current().renewal
 
     async def _inspect(self, token: bytes) -> list[LockInfo]:
         """The lock as each answering server sees it (``mine``: held with ``token``)."""
-        replies = await self._round(INSPECT, self._keys.in_order(), [token])
+        replies = await self._servers.round(INSPECT, self._keys.in_order(), [token])
         self._require_answers("inspect", core.failures(replies))
         return [
             decode_inspect(r, self.name, self._keys)
@@ -491,69 +396,6 @@ class AsyncRedlock(AsyncHandle):
             if not isinstance(r, BaseException)
         ]
 
-    def _queue_args(self, token: bytes) -> tuple[list[bytes], list[Any]]:
-        """KEYS and ARGV of release.lua and leave.lua: reservation mode, telling waiters."""
-        keys = self._keys
-        return (
-            [keys.lock, keys.queue, keys.handoff, keys.fence],
-            [token, self._window_ms, WAITERS, core.MODE, 0, core.TELL],
-        )
-
-
-@dataclass(frozen=True)
-class AsyncQuorumRenewal:
-    """Renews batches of Redlock holdings on all their servers; each counts with a majority.
-
-    Equal for Redlocks over the same servers and settings, so their renewals share one round.
-    """
-
-    backends: tuple[AsyncBackend, ...]
-    quorum: int
-    drift_factor: float
-    timeout: float
-
-    async def renew(self, script: Script, due: list[Holding]) -> list[bool]:
-        """Per holding True (renewed on a majority in time) / False (lost); raises
-        ``RedisError`` when fewer than a majority answered (cannot tell)."""
-        keys, args = renewals.batch_call(due)
-        start = time.monotonic()
-        end = min(h.expires_at for h in due)  # (a connection opened meanwhile: by then too)
-        with connecting_by(max(end, start + self.timeout)):
-            replies = await AsyncFanOut.run(
-                [(backend, script, keys, args) for backend in self.backends], self.timeout
-            )
-        answered = []
-        for reply in replies:
-            if isinstance(reply, BaseException):  # dropped: not left in a cycle (see kept.py)
-                forget_frames(reply)
-            try:
-                answered.append(renewals.decode(reply, len(due)))
-            except (TypeError, ValueError):  # an exception in its place, or nonsense
-                continue
-        if len(answered) < self.quorum:  # cannot tell: try again soon, until validity ends
-            raise RedisError(
-                f"{len(answered)} of {len(self.backends)} servers answered, {self.quorum} needed"
-            )
-        elapsed = time.monotonic() - start
-        return [
-            sum(1 for renewed in answered if renewed[j]) >= self.quorum
-            and core.validity(h.ttl_ms, elapsed, self.drift_factor) > 0
-            for j, h in enumerate(due)
-        ]
-
-
-@dataclass(frozen=True)
-class _Servers:
-    """What a Redlock's rounds use of its clients' runtimes (see ``AsyncRedlock._current``)."""
-
-    runtimes: tuple[AsyncRuntime, ...]
-    backends: tuple[AsyncBackend, ...]
-    renewal: AsyncQuorumRenewal
-
 
 def _one_voice_fewer(server: int, exc: Exception) -> None:
     """A server whose waiters' channel cannot be subscribed is one voice fewer, not an error."""
-
-
-def _is_one(reply: Any) -> bool:
-    return not isinstance(reply, BaseException) and reply is not None and int(reply) == 1

@@ -34,35 +34,30 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .lock import ACQUIRED, HELD, LockInfo, decode_acquire
+from .waiters import Outcome
 
 __all__ = [
     "MIN_SERVERS",
-    "MODE",
-    "TELL",
     "Tally",
     "acquire_settled",
     "check_clients",
     "check_distinct",
     "check_drift_factor",
     "dequeued",
+    "done",
     "drift_ms",
     "failures",
     "majority_done",
+    "majority_remaining",
     "merge_inspect",
     "needs_fence",
-    "quiet",
+    "outcome",
     "quorum",
-    "requeue",
+    "renewed",
     "tally",
     "tellers",
     "validity",
 ]
-
-MODE = "R"
-"""The lock scripts' hand-off mode for Redlock: reservations (no server grants on its own)."""
-TELL = "1"
-"""ARGV ``tell`` of release.lua / leave.lua (publish the wake-up) and acquire.lua (tell the
-next waiter the lock was taken); "0": quiet."""
 
 
 def quorum(n: int) -> int:
@@ -74,19 +69,6 @@ def tellers(n: int) -> int:
     """How many of ``n`` servers publish a release's wake-up (the first ones): ``n - quorum
     + 1``, so that the quiet ones are fewer than a majority."""
     return n - quorum(n) + 1
-
-
-def quiet(args: list[Any]) -> list[Any]:
-    """release.lua / leave.lua / acquire.lua ARGV that do not publish (``args`` ends with
-    ``tell``)."""
-    return [*args[:-1], "0"]
-
-
-def requeue(args: list[Any], ticket: str, ttl_ms: int) -> list[Any]:
-    """release.lua ARGV (see :meth:`~redlease._async.redlock.AsyncRedlock._queue_args`) that
-    also queue the releasing token under ``ticket``: it undoes a round it did not win and goes
-    on waiting (release.lua ``requeue``)."""
-    return [*args, 0, f"{ticket} {ttl_ms}"]  # (ARGV[7], rotation, is barging mode's)
 
 
 def _granted(reply: Any) -> bool:
@@ -137,11 +119,12 @@ def majority_done(replies: list[Any]) -> bool:
     it, or so many answered that they did not that a majority cannot (failures do not
     settle it, as in :func:`acquire_settled`). ``None``: no reply yet."""
     n = len(replies)
-    done = sum(1 for r in replies if _is_one(r))
-    return done >= quorum(n) or _answers(replies) - done > n - quorum(n)
+    count = sum(1 for r in replies if done(r))
+    return count >= quorum(n) or _answers(replies) - count > n - quorum(n)
 
 
-def _is_one(reply: Any) -> bool:
+def done(reply: Any) -> bool:
+    """Whether a 1-for-done script's reply (or the exception in its place) says it did it."""
     return isinstance(reply, int) and reply == 1
 
 
@@ -153,6 +136,32 @@ def drift_ms(ttl_ms: int, drift_factor: float) -> float:
 def validity(ttl_ms: int, elapsed: float, drift_factor: float) -> float:
     """Seconds the lock is known to be valid after ``elapsed`` seconds of acquiring."""
     return (ttl_ms - elapsed * 1000 - drift_ms(ttl_ms, drift_factor)) / 1000
+
+
+def majority_remaining(mine_ms: list[float], quorum: int, allowance_ms: float) -> float:
+    """Seconds a majority still holds a lease, less the drift ``allowance_ms``, from what
+    each server holding it reported (``mine_ms``, ms left); 0.0 if fewer than ``quorum``."""
+    if len(mine_ms) < quorum:
+        return 0.0
+    majority_ms = sorted(mine_ms, reverse=True)[quorum - 1]
+    return max(0.0, (majority_ms - allowance_ms) / 1000)
+
+
+def renewed(
+    answered: list[list[bool]],
+    ttls_ms: list[int],
+    elapsed: float,
+    quorum: int,
+    drift_factor: float,
+) -> list[bool]:
+    """Per holding of a renewal batch (its lease ``ttls_ms``): renewed on a majority of the
+    servers (``answered``: each answering server's per-holding results) within its validity,
+    the round having taken ``elapsed`` seconds."""
+    return [
+        sum(1 for server in answered if server[j]) >= quorum
+        and validity(ttl_ms, elapsed, drift_factor) > 0
+        for j, ttl_ms in enumerate(ttls_ms)
+    ]
 
 
 @dataclass
@@ -260,6 +269,31 @@ def tally(results: Sequence[Any]) -> Tally:
             if not _far_back(result):
                 out.check_ms.append(reply.value)
     return out
+
+
+def outcome(tally: Tally, result: Any, *, join: bool) -> Outcome:
+    """What an attempt round tells the waiting loop: ``result`` (a holding) when it won;
+    else who refused, for how long, who answered. ``join``: the round queued the caller
+    wherever it was refused (it must leave those queues if it stops waiting)."""
+    n = tally.n
+    if result is not None:
+        # (granted: it left that queue; left: a leave was sent behind the late acquire)
+        stay = set(tally.granted) | tally.left
+        queued = tuple(i for i in range(n) if i not in stay) if join else ()
+        return Outcome(result=result, queued=queued)
+    answered = tuple(i for i in range(n) if i not in tally.errors)
+    refusals = tuple(
+        (i, held, max(ms))
+        for i in answered
+        for held, ms in ((True, tally.lease_ms), (False, tally.check_ms))
+        if ms
+    )
+    return Outcome(
+        refusals=refusals,
+        answered=answered,
+        queued=tuple(range(n)) if join else (),
+        split=bool(tally.granted),
+    )
 
 
 def _far_back(reply: Any) -> bool:
