@@ -56,7 +56,7 @@ class Looper:
             pipe = self.client.pipeline(transaction=True)
             rotation = 0 if barge == NEVER else ROTATION_MS  # (NEVER: no shorter turn either)
             release = [self.token, WINDOW, CHANNELS, b"B", barge, b"1", rotation]
-            pipe.eval(RELEASE.source, 4, k.lock, k.queue, k.handoff, k.fence, *release)
+            pipe.eval(RELEASE.source, 4, k.lock, k.fence, k.queue, k.handoff, *release)
             acquire = [nxt, LEASE, 0, WINDOW, CHANNELS, b"", b"B"]
             pipe.eval(ACQUIRE.source, 4, k.lock, k.fence, k.queue, k.handoff, *acquire)
             released, taken = pipe.execute()

@@ -11,7 +11,7 @@ from redlease._core.lock import ACQUIRE, RELEASE, LockKeys
 KEYS = LockKeys.build("redlease", b"acquire-tell")
 CHANNELS = b"redlease:waiters:"
 LOCK_KEYS = [KEYS.lock, KEYS.fence, KEYS.queue, KEYS.handoff]
-RELEASE_KEYS = [KEYS.lock, KEYS.queue, KEYS.handoff, KEYS.fence]
+RELEASE_KEYS = LOCK_KEYS
 
 
 def _publishes(client: redis.Redis) -> int:

@@ -37,7 +37,7 @@ def release(
     rotation: int = 0,
 ) -> int:
     script = LEAVE if leave else RELEASE
-    keys = [KEYS.lock, KEYS.queue, KEYS.handoff, KEYS.fence]
+    keys = KEYS.in_order()
     args = [token, WINDOW, CHANNELS, mode, barge, b"1", rotation]
     return int(client.eval(script.source, 4, *keys, *args))
 
@@ -225,7 +225,7 @@ def test_a_quiet_reserving_release_reserves_without_a_message(
     messages = listen(b"p2")
     acquire(client, b"p1.a", b"R")
     acquire(client, b"p2.b", b"R")
-    keys = [KEYS.lock, KEYS.queue, KEYS.handoff, KEYS.fence]
+    keys = KEYS.in_order()
     args = [b"p1.a", WINDOW, CHANNELS, b"R", 0, tell]
     assert client.eval(RELEASE.source, 4, *keys, *args) == 1
     assert (client.get(KEYS.handoff) or b"").startswith(b"p2.b ")  # reserved either way

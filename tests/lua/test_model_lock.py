@@ -97,7 +97,7 @@ class LockMachine(RuleBasedStateMachine):
         return [int(x) for x in self.run(ACQUIRE, KEYS.in_order(), args)]
 
     def _pass(self, script: Script, token: bytes) -> int:
-        keys = [KEYS.lock, KEYS.queue, KEYS.handoff, KEYS.fence]
+        keys = KEYS.in_order()
         return int(self.run(script, keys, [token, WINDOW, CHANNELS, self.mode, LEASE, b"1", 0]))
 
     def _pass_on(self) -> None:

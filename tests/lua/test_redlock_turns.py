@@ -34,7 +34,7 @@ def release(
     client: redis.Redis, token: bytes, *, leave: bool = False, requeue: int | None = None
 ) -> int:
     script = LEAVE if leave else RELEASE
-    keys = [KEYS.lock, KEYS.queue, KEYS.handoff, KEYS.fence]
+    keys = KEYS.in_order()
     args: list[Any] = [token, WINDOW, CHANNELS, b"R", 0, b"1"]
     if requeue is not None:
         args += [0, f"{requeue} {LEASE}"]

@@ -41,8 +41,7 @@ def test_a_release_tells_the_queue_head_with_the_right_command(
     else:
         listener.subscribe(channels + b"p2")
     before, before_other = _calls(client, command), _calls(client, other)
-    release_keys = [KEYS.lock, KEYS.queue, KEYS.handoff]
-    assert client.eval(RELEASE.source, 3, *release_keys, b"p1.a", 50, channels) == 1
+    assert client.eval(RELEASE.source, 4, *lock_keys, b"p1.a", 50, channels) == 1
     assert _calls(client, command) == before + 1  # one message, to the head's process only
     assert _calls(client, other) == before_other
     messages = []

@@ -34,7 +34,7 @@ async def force_release_lock(
     args[1] = runtime.channels(keys.lock)
     try:
         raw = await runtime.backend.run(
-            FORCE_RELEASE, [keys.lock, keys.queue, keys.handoff, keys.fence], args, None
+            FORCE_RELEASE, keys.in_order(), args, None
         )
     except RedisError as exc:
         raise LockUnavailable(

@@ -323,7 +323,7 @@ class AsyncLock(AsyncHandle):
     async def _attempt(self, token: bytes, *, join: bool, deadline: float | None) -> Any:
         keys = self._keys
         call = (
-            [keys.lock, keys.fence, keys.queue, keys.handoff],
+            keys.in_order(),
             [token, self._ttl_ms, int(join), self._window_ms, self._channels(), b"", self._mode],
         )
         wait = self._wait
@@ -416,7 +416,7 @@ class AsyncLock(AsyncHandle):
         """KEYS and ARGV of release.lua and leave.lua, which share their contract."""
         keys = self._keys
         return (
-            [keys.lock, keys.queue, keys.handoff, keys.fence],
+            keys.in_order(),
             [token, self._window_ms, self._channels(), self._mode, BARGE_MS, b"1", ROTATION_MS],
         )
 

@@ -97,7 +97,7 @@ class LockKeys:
         return cls(*keys.tagged(prefix, name, "lock", "fence", "queue", "handoff"))
 
     def in_order(self) -> list[bytes]:
-        """All four keys, in the order inspect.lua takes them."""
+        """All four keys, in the order every lock script that takes them takes them."""
         return [self.lock, self.fence, self.queue, self.handoff]
 
 
