@@ -16,7 +16,6 @@ from .._core.holder import name_of
 from .._core.lease import Holding, new_token
 from .._core.lock import (
     ACQUIRE,
-    BARGE_MS,
     BARGING,
     CLAIM,
     EXTEND,
@@ -26,10 +25,13 @@ from .._core.lock import (
     LEAVE,
     RELEASE,
     RENEW,
-    ROTATION_MS,
     LockInfo,
+    acquire_args,
+    claim_args,
     decode_acquire,
     decode_inspect,
+    leave_args,
+    release_args,
 )
 from .._core.replicas import decode_ack, wait_command
 from .._core.waiters import Outcome
@@ -302,7 +304,10 @@ class AsyncLock(AsyncHandle):
             return Outcome(refusals=(refusal,), answered=(0,), queued=(0,) if join else ())
 
         async def leave(servers: list[int], timeout: float | None) -> None:
-            await self._run(LEAVE, *self._queue_args(token), "leave the queue of", timeout)
+            args = leave_args(
+                token=token, window_ms=self._window_ms, channels=self._channels(), mode=self._mode
+            )
+            await self._run(LEAVE, self._keys.in_order(), args, "leave the queue of", timeout)
 
         # With wait_replicas, a granted waiter claims in its own attempt, followed by WAIT.
         grantee = None if self._wait is not None else self._grantee(owner, token)
@@ -317,15 +322,19 @@ class AsyncLock(AsyncHandle):
 
     def _grantee(self, owner: Hashable, token: bytes) -> _Grantee:
         """How the hub completes this acquire should a release grant it the lock."""
-        claim = (CLAIM, [self._keys.lock], [token, self._ttl_ms])
+        claim = (CLAIM, [self._keys.lock], claim_args(token=token, ttl_ms=self._ttl_ms))
         return _Grantee(self, owner, token, claim, self._holding_for, self._runtime)
 
     async def _attempt(self, token: bytes, *, join: bool, deadline: float | None) -> Any:
-        keys = self._keys
-        call = (
-            keys.in_order(),
-            [token, self._ttl_ms, int(join), self._window_ms, self._channels(), b"", self._mode],
+        args = acquire_args(
+            token=token,
+            ttl_ms=self._ttl_ms,
+            join=join,
+            window_ms=self._window_ms,
+            channels=self._channels(),
+            mode=self._mode,
         )
+        call = (self._keys.in_order(), args)
         wait = self._wait
         acked: Any = None
         if wait is None:
@@ -382,10 +391,12 @@ class AsyncLock(AsyncHandle):
 
     async def _undo(self, token: bytes, timeout: float | None) -> None:
         """Release an acquisition whose grant we may never have seen (quietly)."""
-        await self._run(RELEASE, *self._queue_args(token), "release", timeout)
+        await self._run(
+            RELEASE, self._keys.in_order(), self._release_args(token), "release", timeout
+        )
 
     async def _release_remote(self, holding: Holding) -> None:
-        keys, args = self._queue_args(holding.token)
+        keys, args = self._keys.in_order(), self._release_args(holding.token)
         unread, holding.settle = holding.settle, None
         try:
             pending = None
@@ -412,12 +423,10 @@ class AsyncLock(AsyncHandle):
         raw = await self._run(INSPECT, self._keys.in_order(), [token], "inspect")
         return decode_inspect(raw, self.name, self._keys)
 
-    def _queue_args(self, token: bytes) -> tuple[list[bytes], list[Any]]:
-        """KEYS and ARGV of release.lua and leave.lua, which share their contract."""
-        keys = self._keys
-        return (
-            keys.in_order(),
-            [token, self._window_ms, self._channels(), self._mode, BARGE_MS, b"1", ROTATION_MS],
+    def _release_args(self, token: bytes) -> list[Any]:
+        """release.lua's ARGV for ``token`` (built by name in ``_core/lock.py``)."""
+        return release_args(
+            token=token, window_ms=self._window_ms, channels=self._channels(), mode=self._mode
         )
 
     def _channels(self) -> bytes:

@@ -52,8 +52,12 @@ __all__ = [
     "LockInfo",
     "LockKeys",
     "Reply",
+    "acquire_args",
+    "claim_args",
     "decode_acquire",
     "decode_inspect",
+    "leave_args",
+    "release_args",
 ]
 
 _LOCK_LIB = ("common_lib", "lock_lib")
@@ -80,6 +84,61 @@ ROTATION_MS = 150
 crowd of any size turns over in about ROTATION_MS plus its hand-offs."""
 FOREIGN = -3
 """inspect.lua's status for a key holding data redlease did not write."""
+
+
+# The scripts' ARGV, built by name: the shells (Lock, Redlock) never order or index it. Every
+# script that takes a lock's four keys takes them as ``LockKeys.in_order()``; claim.lua takes
+# the lock key alone.
+def acquire_args(
+    *,
+    token: bytes,
+    ttl_ms: int,
+    join: bool,
+    window_ms: int,
+    channels: bytes,
+    mode: bytes,
+    score: str | bytes = b"",
+    tell: bool = True,
+) -> list[Any]:
+    """acquire.lua: take the lock for ``ttl_ms`` with ``token``; ``join``: if refused, queue
+    (at ``score``, ``b""``: the server's time); ``tell``: tell the next waiter it was taken."""
+    return [token, ttl_ms, int(join), window_ms, channels, score, mode, _flag(tell)]
+
+
+def release_args(
+    *,
+    token: bytes,
+    window_ms: int,
+    channels: bytes,
+    mode: bytes,
+    tell: bool = True,
+    requeue: str = "",
+) -> list[Any]:
+    """release.lua: release ``token``'s hold and pass the lock on to the queue head (who has
+    ``window_ms`` to take or claim it); ``requeue``: the token goes on waiting (Redlock)."""
+    return [*_pass_on(token, window_ms, channels, mode, tell), requeue]
+
+
+def leave_args(
+    *, token: bytes, window_ms: int, channels: bytes, mode: bytes, tell: bool = True
+) -> list[Any]:
+    """leave.lua: ``token`` leaves the queue, passing on a turn it had (as release.lua)."""
+    return _pass_on(token, window_ms, channels, mode, tell)
+
+
+def claim_args(*, token: bytes, ttl_ms: int) -> list[Any]:
+    """claim.lua: the grantee ``token`` takes up its own lease of ``ttl_ms``."""
+    return [token, ttl_ms]
+
+
+def _pass_on(token: bytes, window_ms: int, channels: bytes, mode: bytes, tell: bool) -> list[Any]:
+    """ARGV[1..7] shared by release.lua and leave.lua (barging's turns unused in mode R)."""
+    barge, rotation = (0, 0) if mode == RESERVING else (BARGE_MS, ROTATION_MS)
+    return [token, window_ms, channels, mode, barge, _flag(tell), rotation]
+
+
+def _flag(on: bool) -> str:
+    return "1" if on else "0"
 
 
 @dataclass(frozen=True)

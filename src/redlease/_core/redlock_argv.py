@@ -11,14 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .lock import RESERVING, acquire_args, leave_args, release_args
 from .waiters import WAITERS
 
 __all__ = ["MODE", "Argv", "acquire", "leave", "release", "requeue"]
 
-MODE = "R"
+MODE = RESERVING
 """The lock scripts' hand-off mode for Redlock: reservations (no server grants on its own)."""
-_TELL, _QUIET = "1", "0"  # ARGV ``tell``: publish the wake-up (or the T message), or not
-_NO_BARGE = _NO_ROTATION = 0  # barging mode's ARGV, unused in reservation mode
 
 
 @dataclass(frozen=True)
@@ -34,32 +33,45 @@ def acquire(*, token: bytes, ttl_ms: int, join: bool, window_ms: int, ticket: st
     under ``ticket`` (the same on every server, so all queues agree); a teller tells the next
     waiter that the lock was taken (T)."""
 
-    def argv(tell: str) -> list[Any]:
-        return [token, ttl_ms, int(join), window_ms, WAITERS, ticket, MODE, tell]
+    def argv(tell: bool) -> list[Any]:
+        return acquire_args(
+            token=token,
+            ttl_ms=ttl_ms,
+            join=join,
+            window_ms=window_ms,
+            channels=WAITERS,
+            mode=MODE,
+            score=ticket,
+            tell=tell,
+        )
 
-    return Argv(argv(_TELL), argv(_QUIET))
+    return Argv(argv(True), argv(False))
 
 
 def release(*, token: bytes, window_ms: int, requeue: str = "") -> Argv:
     """release.lua: release ``token``'s hold and reserve the lock for the queue head for
     ``window_ms``; ``requeue`` (see :func:`requeue`): the token goes on waiting."""
 
-    def argv(tell: str) -> list[Any]:
-        out: list[Any] = [token, window_ms, WAITERS, MODE, _NO_BARGE, tell]
-        if requeue:
-            out += [_NO_ROTATION, requeue]
-        return out
+    def argv(tell: bool) -> list[Any]:
+        return release_args(
+            token=token,
+            window_ms=window_ms,
+            channels=WAITERS,
+            mode=MODE,
+            tell=tell,
+            requeue=requeue,
+        )
 
-    return Argv(argv(_TELL), argv(_QUIET))
+    return Argv(argv(True), argv(False))
 
 
 def leave(*, token: bytes, window_ms: int) -> Argv:
     """leave.lua: ``token`` leaves the queue (passing on a reservation it had)."""
 
-    def argv(tell: str) -> list[Any]:
-        return [token, window_ms, WAITERS, MODE, _NO_BARGE, tell]
+    def argv(tell: bool) -> list[Any]:
+        return leave_args(token=token, window_ms=window_ms, channels=WAITERS, mode=MODE, tell=tell)
 
-    return Argv(argv(_TELL), argv(_QUIET))
+    return Argv(argv(True), argv(False))
 
 
 def requeue(ticket: str, ttl_ms: int) -> str:
