@@ -9,7 +9,6 @@ from typing import Any
 import redis.asyncio
 from redis.exceptions import RedisError
 
-from .. import _observe
 from .._core import handover, validate
 from .._core.breakglass import ForceReleased
 from .._core.holder import name_of
@@ -40,8 +39,7 @@ from ..errors import LockUnavailable, ReplicasUnavailable
 from .breakglass import force_release_lock
 from .client import check_client
 from .handle import AsyncHandle
-from .hub import AsyncUnread
-from .runtime import AsyncRuntime
+from .lock_claim import AsyncGrantee, AsyncUnread
 
 __all__ = ["AsyncLock", "AsyncRLock"]
 
@@ -320,10 +318,15 @@ class AsyncLock(AsyncHandle):
         runtime = self._runtime()
         return self._holding_for(owner, token, fence, sent + self.ttl, runtime.renewal, RENEW)
 
-    def _grantee(self, owner: Hashable, token: bytes) -> _Grantee:
+    def _grantee(self, owner: Hashable, token: bytes) -> AsyncGrantee:
         """How the hub completes this acquire should a release grant it the lock."""
         claim = (CLAIM, [self._keys.lock], claim_args(token=token, ttl_ms=self._ttl_ms))
-        return _Grantee(self, owner, token, claim, self._holding_for, self._runtime)
+
+        def granted(fence: int, expires_at: float) -> Holding:
+            renewal = self._runtime().renewal
+            return self._holding_for(owner, token, fence, expires_at, renewal, RENEW)
+
+        return AsyncGrantee(claim, granted, self._runtime, lambda: self.renew)
 
     async def _attempt(self, token: bytes, *, join: bool, deadline: float | None) -> Any:
         args = acquire_args(
@@ -436,54 +439,6 @@ class AsyncLock(AsyncHandle):
         if channels is None:
             channels = self._channel_prefix = self._runtime().channels(self._keys.lock)
         return channels
-
-
-class _Grantee:
-    """How the hub completes an acquire that a release granted (see ``waiters.Grantee``):
-    ``lock._grantee()`` hands it the claim, how to build a holding, and the runtime."""
-
-    def __init__(
-        self,
-        lock: AsyncLock,
-        owner: Hashable,
-        token: bytes,
-        claim: tuple[Any, list[bytes], list[Any]],
-        holding_for: Callable[..., Holding],
-        runtime: Callable[[], AsyncRuntime],
-    ) -> None:
-        self._lock = lock
-        self._owner = owner
-        self._token = token
-        self.claim = claim
-        self._holding_for = holding_for
-        self._runtime = runtime
-
-    def granted(self, fence: int, expires_at: float) -> Holding:
-        renewal = self._runtime().renewal
-        return self._holding_for(self._owner, self._token, fence, expires_at, renewal, RENEW)
-
-    def claimed(self, holding: Holding, ok: bool | BaseException, sent_at: float) -> None:
-        holding.settle = None
-        if ok is True:
-            if holding.active:
-                holding.extended(sent_at, holding.ttl_ms)
-        elif ok is False:  # the grant's short lease ran out before the claim landed
-            if holding.active:
-                _observe.lost(holding, "claim")
-            # (off this thread: it may be a waiter reading the hub, or the watchdog)
-            self._runtime().renewer.notify(holding.mark_lost())
-        else:  # a failed call: the short lease stays, and the watchdog finds out, waiting
-            holding.reach = sent_at + holding.ttl_ms / 1000  # as long as a landed claim lasts
-
-    def abandon(self, holding: Holding) -> None:
-        holding.released = True
-
-    def unread(self, holding: Holding, settle: Any) -> bool:
-        # Only a lease the watchdog renews: it settles in time should the holder not.
-        if not self._lock.renew:
-            return False
-        holding.settle = settle
-        return True
 
 
 class AsyncRLock(AsyncLock):

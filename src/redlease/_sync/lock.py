@@ -10,7 +10,6 @@ from typing import Any
 import redis
 from redis.exceptions import RedisError
 
-from .. import _observe
 from .._core import handover, validate
 from .._core.breakglass import ForceReleased
 from .._core.holder import name_of
@@ -41,8 +40,7 @@ from ..errors import LockUnavailable, ReplicasUnavailable
 from .breakglass import force_release_lock
 from .client import check_client
 from .handle import Handle
-from .hub import Unread
-from .runtime import Runtime
+from .lock_claim import Grantee, Unread
 
 __all__ = ["Lock", "RLock"]
 
@@ -321,10 +319,15 @@ class Lock(Handle):
         runtime = self._runtime()
         return self._holding_for(owner, token, fence, sent + self.ttl, runtime.renewal, RENEW)
 
-    def _grantee(self, owner: Hashable, token: bytes) -> _Grantee:
+    def _grantee(self, owner: Hashable, token: bytes) -> Grantee:
         """How the hub completes this acquire should a release grant it the lock."""
         claim = (CLAIM, [self._keys.lock], claim_args(token=token, ttl_ms=self._ttl_ms))
-        return _Grantee(self, owner, token, claim, self._holding_for, self._runtime)
+
+        def granted(fence: int, expires_at: float) -> Holding:
+            renewal = self._runtime().renewal
+            return self._holding_for(owner, token, fence, expires_at, renewal, RENEW)
+
+        return Grantee(claim, granted, self._runtime, lambda: self.renew)
 
     def _attempt(self, token: bytes, *, join: bool, deadline: float | None) -> Any:
         args = acquire_args(
@@ -437,54 +440,6 @@ class Lock(Handle):
         if channels is None:
             channels = self._channel_prefix = self._runtime().channels(self._keys.lock)
         return channels
-
-
-class _Grantee:
-    """How the hub completes an acquire that a release granted (see ``waiters.Grantee``):
-    ``lock._grantee()`` hands it the claim, how to build a holding, and the runtime."""
-
-    def __init__(
-        self,
-        lock: Lock,
-        owner: Hashable,
-        token: bytes,
-        claim: tuple[Any, list[bytes], list[Any]],
-        holding_for: Callable[..., Holding],
-        runtime: Callable[[], Runtime],
-    ) -> None:
-        self._lock = lock
-        self._owner = owner
-        self._token = token
-        self.claim = claim
-        self._holding_for = holding_for
-        self._runtime = runtime
-
-    def granted(self, fence: int, expires_at: float) -> Holding:
-        renewal = self._runtime().renewal
-        return self._holding_for(self._owner, self._token, fence, expires_at, renewal, RENEW)
-
-    def claimed(self, holding: Holding, ok: bool | BaseException, sent_at: float) -> None:
-        holding.settle = None
-        if ok is True:
-            if holding.active:
-                holding.extended(sent_at, holding.ttl_ms)
-        elif ok is False:  # the grant's short lease ran out before the claim landed
-            if holding.active:
-                _observe.lost(holding, "claim")
-            # (off this thread: it may be a waiter reading the hub, or the watchdog)
-            self._runtime().renewer.notify(holding.mark_lost())
-        else:  # a failed call: the short lease stays, and the watchdog finds out, waiting
-            holding.reach = sent_at + holding.ttl_ms / 1000  # as long as a landed claim lasts
-
-    def abandon(self, holding: Holding) -> None:
-        holding.released = True
-
-    def unread(self, holding: Holding, settle: Any) -> bool:
-        # Only a lease the watchdog renews: it settles in time should the holder not.
-        if not self._lock.renew:
-            return False
-        holding.settle = settle
-        return True
 
 
 class RLock(Lock):
