@@ -9,12 +9,12 @@ from redlease._core import keys
 from redlease._core.lock import (
     BARGE_MS,
     BARGING,
-    FAIR,
     RESERVING,
     ROTATION_MS,
     LockInfo,
     LockKeys,
     acquire_args,
+    acquire_reserving_args,
     claim_args,
     decode_acquire,
     decode_inspect,
@@ -38,7 +38,7 @@ def test_decode_acquire_refuses_nonsense() -> None:
     assert decode_acquire([1, 7]).acquired
     assert decode_acquire([b"0", b"100"]).value == 100
     for raw in (None, [], [5, 1], ["x", 1]):
-        with pytest.raises(ValueError, match=r"acquire\.lua"):
+        with pytest.raises(ValueError, match="acquire script"):
             decode_acquire(raw)
 
 
@@ -61,10 +61,18 @@ def test_decode_inspect() -> None:
 
 
 def test_the_lock_scripts_argv_is_built_by_name() -> None:
-    """acquire.lua / release.lua / leave.lua / claim.lua ARGV as their headers number them."""
-    assert acquire_args(
-        token=b"t", ttl_ms=10, join=False, window_ms=50, channels=b"c", mode=FAIR
-    ) == [b"t", 10, 0, 50, b"c", b"", b"G", "1"]
+    """acquire_*.lua / release.lua / leave.lua / claim.lua ARGV as their headers number them."""
+    assert acquire_args(token=b"t", ttl_ms=10, join=False, window_ms=50, channels=b"c") == [
+        b"t",
+        10,
+        0,
+        50,
+        b"c",
+    ]
+    reserving = acquire_reserving_args(
+        token=b"t", ttl_ms=10, join=True, window_ms=50, channels=b"c", score="7", tell=False
+    )
+    assert reserving == [b"t", 10, 1, 50, b"c", "7", "0"]
     release = release_args(token=b"t", window_ms=50, channels=b"c", mode=BARGING)
     assert release == [b"t", 50, b"c", b"B", BARGE_MS, "1", ROTATION_MS, ""]
     quiet = leave_args(token=b"t", window_ms=50, channels=b"c", mode=RESERVING, tell=False)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import redis
 
-from redlease._core.lock import ACQUIRE, CLAIM, LEAVE, RELEASE, LockKeys
+from redlease._core.lock import ACQUIRE, CLAIM, LEAVE, RELEASE, RESERVING, LockKeys
 from tests.lua.conftest import CHANNELS
 
 KEYS = LockKeys.build("redlease", b"handoff")
@@ -23,8 +23,10 @@ WINDOW, LEASE = 500, 10_000
 
 def acquire(client: redis.Redis, token: bytes, mode: bytes, join: bool = True) -> list[int]:
     keys = [KEYS.lock, KEYS.fence, KEYS.queue, KEYS.handoff]
-    args = [token, LEASE, int(join), WINDOW, CHANNELS, b"", mode]
-    return [int(x) for x in client.eval(ACQUIRE.source, 4, *keys, *args)]
+    args = [token, LEASE, int(join), WINDOW, CHANNELS]
+    if mode == RESERVING:
+        args += [b"", b"1"]  # score (the server's time), tell
+    return [int(x) for x in client.eval(ACQUIRE[mode].source, 4, *keys, *args)]
 
 
 def release(

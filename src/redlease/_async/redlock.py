@@ -14,7 +14,7 @@ from .._core import validate
 from .._core.holder import name_of
 from .._core.lease import Holding, new_token
 from .._core.lock import (
-    ACQUIRE,
+    ACQUIRE_RESERVING,
     EXTEND,
     FENCE,
     INSPECT,
@@ -237,7 +237,7 @@ class AsyncRedlock(AsyncHandle):
         )
         tally = core.tally(
             await self._servers.round(
-                ACQUIRE,
+                ACQUIRE_RESERVING,
                 self._lock_keys,
                 args,
                 enough=core.acquire_settled,

@@ -7,11 +7,12 @@ Four keys per lock name, all in one Redis Cluster slot (see :mod:`redlease._core
     <prefix>:{<name>}:queue      ZSET    waiting tokens in FIFO order
     <prefix>:{<name>}:handoff    STRING  reservation of the free lock for the queue head
 
-The scripts (``lua/*.lua``, contracts in their headers) are one per transition: acquire,
-release, leave (a waiter gives up), claim (a waiter granted the lock takes up its lease),
-extend, renew (the watchdog's batch), inspect, and fence (Redlock writes a merged fence back).
+The scripts (``lua/*.lua``, contracts in their headers) are one per transition: acquire (one
+script per mode), release, leave (a waiter gives up), claim (a waiter granted the lock takes
+up its lease), extend, renew (the watchdog's batch), inspect, and fence (Redlock writes a
+merged fence back).
 :class:`~redlease.Lock` and :class:`~redlease.Redlock` share them; the hand-off ``mode`` says
-how a release passes the lock on (``lua/lock_lib.lua``):
+how a release passes the lock on (``lua/lock_lib.lua``), and which acquire script takes it:
 
 * :data:`FAIR` (``Lock``): the release grants it to the queue head directly;
 * :data:`BARGING` (``Lock(fair=False)``): the release frees it and wakes the head, and anyone
@@ -34,6 +35,9 @@ from .scripts import load
 __all__ = [
     "ACQUIRE",
     "ACQUIRED",
+    "ACQUIRE_BARGING",
+    "ACQUIRE_FAIR",
+    "ACQUIRE_RESERVING",
     "BARGE_MS",
     "BARGING",
     "CLAIM",
@@ -53,6 +57,7 @@ __all__ = [
     "LockKeys",
     "Reply",
     "acquire_args",
+    "acquire_reserving_args",
     "claim_args",
     "decode_acquire",
     "decode_inspect",
@@ -61,7 +66,10 @@ __all__ = [
 ]
 
 _LOCK_LIB = ("common_lib", "lock_lib")
-ACQUIRE = load("acquire", prelude=_LOCK_LIB)
+_ACQUIRE_LIB = (*_LOCK_LIB, "acquire_lib")
+ACQUIRE_FAIR = load("acquire_fair", prelude=_ACQUIRE_LIB)
+ACQUIRE_BARGING = load("acquire_barging", prelude=_ACQUIRE_LIB)
+ACQUIRE_RESERVING = load("acquire_reserving", prelude=_ACQUIRE_LIB)
 RELEASE = load("release", prelude=_LOCK_LIB)
 LEAVE = load("leave", prelude=_LOCK_LIB)
 CLAIM = load("claim", prelude=_LOCK_LIB)
@@ -71,9 +79,12 @@ INSPECT = load("inspect")
 FENCE = load("fence")
 
 ACQUIRED, HELD, RESERVED = 1, 0, 2
-"""Status codes of acquire.lua: taken / held by another (ms = its pttl) / reserved (ms left)."""
+"""Status codes of the acquire scripts: taken / held by another (ms = its pttl) /
+reserved (ms left)."""
 FAIR, BARGING, RESERVING = b"G", b"B", b"R"
-"""Hand-off modes of acquire.lua, release.lua and leave.lua (see above)."""
+"""Hand-off modes of release.lua and leave.lua (see above); each has its acquire script."""
+ACQUIRE = {FAIR: ACQUIRE_FAIR, BARGING: ACQUIRE_BARGING, RESERVING: ACQUIRE_RESERVING}
+"""The acquire script of each hand-off mode."""
 BARGE_MS = 10
 """Barging mode: the longest a waiter at the head of the queue lets others take the lock
 before a release grants it the lock (ms): long enough that a process that releases and
@@ -90,19 +101,26 @@ FOREIGN = -3
 # script that takes a lock's four keys takes them as ``LockKeys.in_order()``; claim.lua takes
 # the lock key alone.
 def acquire_args(
+    *, token: bytes, ttl_ms: int, join: bool, window_ms: int, channels: bytes
+) -> list[Any]:
+    """acquire_fair.lua and acquire_barging.lua: take the lock for ``ttl_ms`` with ``token``;
+    ``join``: if refused, queue (the caller listens on ``channels``)."""
+    return [token, ttl_ms, int(join), window_ms, channels]
+
+
+def acquire_reserving_args(
     *,
     token: bytes,
     ttl_ms: int,
     join: bool,
     window_ms: int,
     channels: bytes,
-    mode: bytes,
-    score: str | bytes = b"",
-    tell: bool = True,
+    score: str,
+    tell: bool,
 ) -> list[Any]:
-    """acquire.lua: take the lock for ``ttl_ms`` with ``token``; ``join``: if refused, queue
-    (at ``score``, ``b""``: the server's time); ``tell``: tell the next waiter it was taken."""
-    return [token, ttl_ms, int(join), window_ms, channels, score, mode, _flag(tell)]
+    """acquire_reserving.lua: as :func:`acquire_args`, queued at ``score`` (``""``: the
+    server's time); ``tell``: tell the next waiter that the lock was taken."""
+    return [token, ttl_ms, int(join), window_ms, channels, score, _flag(tell)]
 
 
 def release_args(
@@ -162,7 +180,7 @@ class LockKeys:
 
 @dataclass(frozen=True)
 class Reply:
-    """acquire.lua's reply: ``status`` and ``value`` (the fence when acquired, else ms); a
+    """An acquire script's reply: ``status`` and ``value`` (the fence when acquired, else ms); a
     refusal also carries the server's time in ms (``server_ms``, else ``None``)."""
 
     status: int
@@ -176,13 +194,13 @@ class Reply:
 
 
 def decode_acquire(raw: Any) -> Reply:
-    """Decode ``{status, value}`` from acquire.lua, refusing anything else."""
+    """Decode ``{status, value}`` from an acquire script, refusing anything else."""
     try:
         status, value = int(raw[0]), int(raw[1])
     except (TypeError, ValueError, IndexError) as exc:
-        raise ValueError(f"unexpected reply from acquire.lua: {raw!r}") from exc
+        raise ValueError(f"unexpected reply from an acquire script: {raw!r}") from exc
     if status not in (ACQUIRED, HELD, RESERVED):
-        raise ValueError(f"unexpected status from acquire.lua: {raw!r}")
+        raise ValueError(f"unexpected status from an acquire script: {raw!r}")
     return Reply(status, value, int(raw[2]) if len(raw) > 2 else None)
 
 

@@ -1,5 +1,5 @@
-"""The ARGV Redlock sends to the lock scripts (acquire.lua, release.lua, leave.lua, in
-reservation mode), built by name here so that no shell knows their positions.
+"""The ARGV Redlock sends to the lock scripts (acquire_reserving.lua, release.lua, leave.lua,
+in reservation mode), built by name here so that no shell knows their positions.
 
 A round over all N servers sends :attr:`Argv.told` to the first :func:`~.redlock.tellers`
 of them and :attr:`Argv.quiet` to the rest: only the tellers publish waiters' wake-ups (see
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .lock import RESERVING, acquire_args, leave_args, release_args
+from .lock import RESERVING, acquire_reserving_args, leave_args, release_args
 from .waiters import WAITERS
 
 __all__ = ["MODE", "Argv", "acquire", "leave", "release", "requeue"]
@@ -29,18 +29,17 @@ class Argv:
 
 
 def acquire(*, token: bytes, ttl_ms: int, join: bool, window_ms: int, ticket: str) -> Argv:
-    """acquire.lua: take the lock for ``ttl_ms`` with ``token``; ``join``: if refused, queue
-    under ``ticket`` (the same on every server, so all queues agree); a teller tells the next
-    waiter that the lock was taken (T)."""
+    """acquire_reserving.lua: take the lock for ``ttl_ms`` with ``token``; ``join``: if
+    refused, queue under ``ticket`` (the same on every server, so all queues agree); a teller
+    tells the next waiter that the lock was taken (T)."""
 
     def argv(tell: bool) -> list[Any]:
-        return acquire_args(
+        return acquire_reserving_args(
             token=token,
             ttl_ms=ttl_ms,
             join=join,
             window_ms=window_ms,
             channels=WAITERS,
-            mode=MODE,
             score=ticket,
             tell=tell,
         )

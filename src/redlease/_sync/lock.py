@@ -336,14 +336,13 @@ class Lock(Handle):
             join=join,
             window_ms=self._window_ms,
             channels=self._channels(),
-            mode=self._mode,
         )
         call = (self._keys.in_order(), args)
         wait = self._wait
         acked: Any = None
         if wait is None:
             raw = self._run_or_undo(
-                lambda: self._runtime().backend.run(ACQUIRE, *call),
+                lambda: self._runtime().backend.run(ACQUIRE[self._mode], *call),
                 lambda timeout: self._undo(token, timeout),
                 "acquire",
                 deadline,
@@ -351,7 +350,7 @@ class Lock(Handle):
         else:
             raw, acked = self._run_or_undo(
                 lambda: self._runtime().backend.run_acknowledged(
-                    ACQUIRE, *call, wait, self.wait_timeout
+                    ACQUIRE[self._mode], *call, wait, self.wait_timeout
                 ),
                 lambda timeout: self._undo(token, timeout),
                 "acquire",
