@@ -140,7 +140,7 @@ async def test_a_redlock_fence_goes_on_rising_after_every_server_lost_its_data(
     async_redlock_clients: list[Any],
 ) -> None:
     """Every server forgot the counter: none counts, and the merged fence is the latest of
-    their times (acquire.lua's {1, 0, us}), above the fences issued before (the servers'
+    their times (acquire_reserving.lua's {1, 0, us}), above the fences issued before (the servers'
     clocks agree: one machine). Before, it was 1."""
     lock = redlease.Redlock(async_redlock_clients, "fam", ttl=10.0)
     before = []

@@ -12,7 +12,7 @@ import redlease.asyncio as redlease
 from redlease._async import redlock as redlock_module
 from redlease._async.redlock_servers import AsyncRedlockServers
 from redlease._core.lease import Holding
-from redlease._core.lock import ACQUIRE, LockKeys
+from redlease._core.lock import ACQUIRE_RESERVING, LockKeys
 from redlease._core.scripts import Script
 from redlease.server import RedisServer
 from tests._async.helpers import wait_until
@@ -294,8 +294,8 @@ async def test_twin_servers_issuing_fences_in_us_need_a_write_back_round(
 ) -> None:
     """The check above catches an acquire whose granting servers issue their time in us (all
     different): the merged fence goes back to them, one more round."""
-    source = ACQUIRE.source.replace("us - us % 1000000", "us")
-    assert source != ACQUIRE.source
-    exact = Script("acquire", source, hashlib.sha1(source.encode()).hexdigest())
-    monkeypatch.setattr(redlock_module, "ACQUIRE", exact)
+    source = ACQUIRE_RESERVING.source.replace("us - us % 1000000", "us")
+    assert source != ACQUIRE_RESERVING.source
+    exact = Script("acquire_reserving", source, hashlib.sha1(source.encode()).hexdigest())
+    monkeypatch.setattr(redlock_module, "ACQUIRE_RESERVING", exact)
     assert await rounds_per_acquire_release(async_redlock_clients, monkeypatch) >= 2.5

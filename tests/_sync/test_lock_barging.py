@@ -15,7 +15,7 @@ import pytest
 import redis
 
 import redlease as redlease
-from redlease._core.lock import ACQUIRE, BARGE_MS, RELEASE, ROTATION_MS, LockKeys
+from redlease._core.lock import ACQUIRE_BARGING, BARGE_MS, RELEASE, ROTATION_MS, LockKeys
 from tests._sync.helpers import wait_until
 from tests.support import Tasks
 
@@ -37,9 +37,9 @@ class Looper:
 
     def take(self) -> None:
         k = self.keys
-        args = [self.token, LEASE, 0, WINDOW, CHANNELS, b"", b"B"]
+        args = [self.token, LEASE, 0, WINDOW, CHANNELS]
         reply = self.client.eval(
-            ACQUIRE.source, 4, k.lock, k.fence, k.queue, k.handoff, *args
+            ACQUIRE_BARGING.source, 4, k.lock, k.fence, k.queue, k.handoff, *args
         )
         assert int(reply[0]) == 1
 
@@ -56,9 +56,9 @@ class Looper:
             pipe = self.client.pipeline(transaction=True)
             rotation = 0 if barge == NEVER else ROTATION_MS  # (NEVER: no shorter turn either)
             release = [self.token, WINDOW, CHANNELS, b"B", barge, b"1", rotation]
-            pipe.eval(RELEASE.source, 4, k.lock, k.queue, k.handoff, k.fence, *release)
-            acquire = [nxt, LEASE, 0, WINDOW, CHANNELS, b"", b"B"]
-            pipe.eval(ACQUIRE.source, 4, k.lock, k.fence, k.queue, k.handoff, *acquire)
+            pipe.eval(RELEASE.source, 4, k.lock, k.fence, k.queue, k.handoff, *release)
+            acquire = [nxt, LEASE, 0, WINDOW, CHANNELS]
+            pipe.eval(ACQUIRE_BARGING.source, 4, k.lock, k.fence, k.queue, k.handoff, *acquire)
             released, taken = pipe.execute()
             assert int(released) == 1
             i += 1

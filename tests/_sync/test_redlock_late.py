@@ -133,7 +133,7 @@ def test_twin_a_late_grant_left_alone_stays_held(
         rest = [i for i in servers if not isinstance(errors.get(i), Late)]
         if rest:
             args = redlock_argv.release(token=token, window_ms=self._window_ms)
-            self._servers.round(RELEASE, self._queue_keys, args, servers=rest)
+            self._servers.round(RELEASE, self._lock_keys, args, servers=rest)
 
     monkeypatch.setattr(redlease.Redlock, "_undo", undo_answered_only)
     got, holder = late_grant(redlock_clients, redlock_servers)

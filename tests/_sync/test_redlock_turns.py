@@ -3,8 +3,8 @@
 generated): who checks that the reserved head takes its turn.
 
 A waiter refused while the lock is reserved for the head checks when the reservation ends only
-if it is right behind the head (acquire.lua's rank); further back it sleeps until told more
-(the one ahead checks), or, if that one is dead too, until the lease it knows of (its ttl)
+if it is right behind the head (acquire_reserving.lua's rank); further back it sleeps until
+told more (the one ahead checks), or, if that one is dead too, until the lease it knows of (its ttl)
 runs out, as docs/safety.md says.
 
 A waiter that undoes a split vote keeps its place in every server's queue (release.lua

@@ -6,7 +6,21 @@ import pytest
 
 from redlease import ForeignData
 from redlease._core import keys
-from redlease._core.lock import LockInfo, LockKeys, decode_acquire, decode_inspect
+from redlease._core.lock import (
+    BARGE_MS,
+    BARGING,
+    RESERVING,
+    ROTATION_MS,
+    LockInfo,
+    LockKeys,
+    acquire_args,
+    acquire_reserving_args,
+    claim_args,
+    decode_acquire,
+    decode_inspect,
+    leave_args,
+    release_args,
+)
 
 
 def test_keys_share_one_hash_tag() -> None:
@@ -24,7 +38,7 @@ def test_decode_acquire_refuses_nonsense() -> None:
     assert decode_acquire([1, 7]).acquired
     assert decode_acquire([b"0", b"100"]).value == 100
     for raw in (None, [], [5, 1], ["x", 1]):
-        with pytest.raises(ValueError, match=r"acquire\.lua"):
+        with pytest.raises(ValueError, match="acquire script"):
             decode_acquire(raw)
 
 
@@ -44,3 +58,23 @@ def test_decode_inspect() -> None:
     assert caught.value.key == lock_keys.queue
     with pytest.raises(ValueError, match=r"inspect\.lua"):
         decode_inspect([1, 2], "n", lock_keys)
+
+
+def test_the_lock_scripts_argv_is_built_by_name() -> None:
+    """acquire_*.lua / release.lua / leave.lua / claim.lua ARGV as their headers number them."""
+    assert acquire_args(token=b"t", ttl_ms=10, join=False, window_ms=50, channels=b"c") == [
+        b"t",
+        10,
+        0,
+        50,
+        b"c",
+    ]
+    reserving = acquire_reserving_args(
+        token=b"t", ttl_ms=10, join=True, window_ms=50, channels=b"c", score="7", tell=False
+    )
+    assert reserving == [b"t", 10, 1, 50, b"c", "7", "0"]
+    release = release_args(token=b"t", window_ms=50, channels=b"c", mode=BARGING)
+    assert release == [b"t", 50, b"c", b"B", BARGE_MS, "1", ROTATION_MS, ""]
+    quiet = leave_args(token=b"t", window_ms=50, channels=b"c", mode=RESERVING, tell=False)
+    assert quiet == [b"t", 50, b"c", b"R", 0, "0", 0]  # no barging turns in mode R
+    assert claim_args(token=b"t", ttl_ms=10) == [b"t", 10]

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import redis
 
-from redlease._core.lock import ACQUIRE, CLAIM, LEAVE, RELEASE, LockKeys
+from redlease._core.lock import ACQUIRE, CLAIM, LEAVE, RELEASE, RESERVING, LockKeys
 from tests.lua.conftest import CHANNELS
 
 KEYS = LockKeys.build("redlease", b"handoff")
@@ -23,8 +23,10 @@ WINDOW, LEASE = 500, 10_000
 
 def acquire(client: redis.Redis, token: bytes, mode: bytes, join: bool = True) -> list[int]:
     keys = [KEYS.lock, KEYS.fence, KEYS.queue, KEYS.handoff]
-    args = [token, LEASE, int(join), WINDOW, CHANNELS, b"", mode]
-    return [int(x) for x in client.eval(ACQUIRE.source, 4, *keys, *args)]
+    args = [token, LEASE, int(join), WINDOW, CHANNELS]
+    if mode == RESERVING:
+        args += [b"", b"1"]  # score (the server's time), tell
+    return [int(x) for x in client.eval(ACQUIRE[mode].source, 4, *keys, *args)]
 
 
 def release(
@@ -37,7 +39,7 @@ def release(
     rotation: int = 0,
 ) -> int:
     script = LEAVE if leave else RELEASE
-    keys = [KEYS.lock, KEYS.queue, KEYS.handoff, KEYS.fence]
+    keys = KEYS.in_order()
     args = [token, WINDOW, CHANNELS, mode, barge, b"1", rotation]
     return int(client.eval(script.source, 4, *keys, *args))
 
@@ -225,7 +227,7 @@ def test_a_quiet_reserving_release_reserves_without_a_message(
     messages = listen(b"p2")
     acquire(client, b"p1.a", b"R")
     acquire(client, b"p2.b", b"R")
-    keys = [KEYS.lock, KEYS.queue, KEYS.handoff, KEYS.fence]
+    keys = KEYS.in_order()
     args = [b"p1.a", WINDOW, CHANNELS, b"R", 0, tell]
     assert client.eval(RELEASE.source, 4, *keys, *args) == 1
     assert (client.get(KEYS.handoff) or b"").startswith(b"p2.b ")  # reserved either way

@@ -93,11 +93,11 @@ class LockMachine(RuleBasedStateMachine):
     # The scripts, with the ARGV the Lock shell sends (its mode; a barging head's turn is
     # longer than any run, so a barging release only ever wakes the head).
     def _acquire(self, token: bytes, join: bool) -> list[int]:
-        args = [token, LEASE, int(join), WINDOW, CHANNELS, b"", self.mode]
-        return [int(x) for x in self.run(ACQUIRE, KEYS.in_order(), args)]
+        args = [token, LEASE, int(join), WINDOW, CHANNELS]
+        return [int(x) for x in self.run(ACQUIRE[self.mode], KEYS.in_order(), args)]
 
     def _pass(self, script: Script, token: bytes) -> int:
-        keys = [KEYS.lock, KEYS.queue, KEYS.handoff, KEYS.fence]
+        keys = KEYS.in_order()
         return int(self.run(script, keys, [token, WINDOW, CHANNELS, self.mode, LEASE, b"1", 0]))
 
     def _pass_on(self) -> None:

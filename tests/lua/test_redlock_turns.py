@@ -3,12 +3,12 @@ reserved head.
 
 A release reserves the free lock for the queue head and tells the waiter right behind it
 (``N``) when to check that the head took its turn (a dead head is skipped then). A waiter
-refused while the lock is reserved learns its place in the queue (acquire.lua's ``rank``): only
-the one right behind the head checks; the others sleep until they are told more, instead of
-asking every server again when each reservation ends. A waiter that leaves the second place
-while a reservation runs passes the watch on (leave.lua tells the new second). A waiter that
-undoes a split vote is queued under its ticket where it releases (release.lua ``requeue``), and
-is not told of a reservation for itself.
+refused while the lock is reserved learns its place in the queue (acquire_reserving.lua's
+``rank``): only the one right behind the head checks; the others sleep until they are told
+more, instead of asking every server again when each reservation ends. A waiter that leaves
+the second place while a reservation runs passes the watch on (leave.lua tells the new
+second). A waiter that undoes a split vote is queued under its ticket where it releases
+(release.lua ``requeue``), and is not told of a reservation for itself.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import redis
 
-from redlease._core.lock import ACQUIRE, LEAVE, RELEASE, LockKeys
+from redlease._core.lock import ACQUIRE_RESERVING, LEAVE, RELEASE, LockKeys
 from tests.lua.conftest import CHANNELS
 
 KEYS = LockKeys.build("redlease", b"turns")
@@ -26,15 +26,15 @@ WINDOW, LEASE = 5_000, 10_000  # a long window: the reservation runs through eac
 
 def acquire(client: redis.Redis, token: bytes, ticket: int) -> list[int]:
     keys = [KEYS.lock, KEYS.fence, KEYS.queue, KEYS.handoff]
-    args = [token, LEASE, 1, WINDOW, CHANNELS, ticket, b"R"]
-    return [int(x) for x in client.eval(ACQUIRE.source, 4, *keys, *args)]
+    args = [token, LEASE, 1, WINDOW, CHANNELS, ticket, b"1"]
+    return [int(x) for x in client.eval(ACQUIRE_RESERVING.source, 4, *keys, *args)]
 
 
 def release(
     client: redis.Redis, token: bytes, *, leave: bool = False, requeue: int | None = None
 ) -> int:
     script = LEAVE if leave else RELEASE
-    keys = [KEYS.lock, KEYS.queue, KEYS.handoff, KEYS.fence]
+    keys = KEYS.in_order()
     args: list[Any] = [token, WINDOW, CHANNELS, b"R", 0, b"1"]
     if requeue is not None:
         args += [0, f"{requeue} {LEASE}"]

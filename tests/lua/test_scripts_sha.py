@@ -34,18 +34,20 @@ def all_scripts() -> dict[str, Script]:
 
 SCRIPTS = all_scripts()
 PINNED = {
-    "acquire": "dce4aa11889ab20556570d753ec913b7734b1341",
+    "acquire_barging": "453da035bed355ed85f9b712589942ca56a3e7b3",
+    "acquire_fair": "ca242e8cd6a56e51703f9f3a6548911ffe0f1cba",
+    "acquire_reserving": "c40f295337151483662f7e8ac9ded8b7fee26e14",
     "cache_arm": "401d7fafa88742237b9f52d5effd52dd90bb6a84",
     "cache_invalidate": "5adbebff6c3d181acf561e24449551248d0a1769",
     "cache_read": "1f0f0732826380c6b9cff158a4abf3d2ac158b26",
     "cache_write": "ecf70025f47d8568aed53821af4ef6f0205072d4",
-    "claim": "d2aaed54840da375dc729d142a56c59ab5a849b9",
+    "claim": "6cb790107bc3099c57b9bb018afeba2c1cbae755",
     "election_watch": "4a2f0be8c288871091a351a82c3cf1a541164810",
     "extend": "dbe2b8da203a13ef7a56cc3d32d11fb1f221f7ad",
     "fence": "5cdf0e9c5e711464050a9a903e0ebbb8736597b7",
     "fenced_read": "2bd07fd07f94bdc0d8f3a9db67be05389f807688",
     "fenced_write": "551b8812bf1a7f039a3dc1974a85c6485c1c877f",
-    "force_release": "b2554240e6d6213853d85a19fdcf59e5cf3dee53",
+    "force_release": "fb784354999cb6e4ff401117d43adc1b093dee1a",
     "inspect": "a92687ee5c8ee2f121bef6d6e6fa519dada68e66",
     "inventory_cancel": "e5414f9c8be114d9828afa43e0af38b2c756524a",
     "inventory_confirm": "2ccce8dfb1d7507e2b22b561cd38582a9580a050",
@@ -59,7 +61,7 @@ PINNED = {
     "latch_leave": "d706b013e5900ba0ae6d29166ffab801b61b8de6",
     "latch_set": "d0bf5d735c9546c5f72cd9f7cf71026e25dcd58e",
     "latch_wait": "9519ebefe346204a4ce2ade7f1cccc8c475af9f8",
-    "leave": "301669b4ef88de35caad9c04e9258b8af86fc20b",
+    "leave": "0d0ececab536676affe0565fa54e93e464681a4d",
     "once_fail": "80d77cdb5b4bfc81198c9f4738684af599095144",
     "once_finish": "58f6521a937d498ef964a92ed4e5a9455be3b230",
     "once_inspect": "60ca1e9d923807ab0d447f77c5ffcfbcc3d2c6cc",
@@ -70,7 +72,7 @@ PINNED = {
     "ratelimit_reset": "164f24e76edacaca046ab60b6edda712be68b93e",
     "ratelimit_sliding": "e2235814dc42a0fdc3ebcb07847dab94ece1ed8d",
     "ratelimit_token_bucket": "2e5404442ba8047e668d8f60100eac5053b3492e",
-    "release": "7e4f62e353884a0e6dc4f9993d381ca344363dfc",
+    "release": "ee416c42d0a9fd9c26902a592ce49420ffddcbe3",
     "renew": "da429cca1a62b1a8dfd3a19af61b597c7dbe7857",
     "semaphore_set_permits": "979f98f052bdf04e6738c5f0d82ee617b8ba67f5",
     "shared_acquire": "e5aa81c40921c5cf099618f8bc4bc76ae3665eec",
@@ -86,7 +88,7 @@ FILES = sorted(p.name[: -len(".lua")] for p in LUA.iterdir() if p.name.endswith(
 
 
 def test_the_lock_and_new_primitives_scripts_are_all_collected() -> None:
-    for name in ("acquire", "release", "renew", "inventory_reserve", "ratelimit_gcra"):
+    for name in ("acquire_fair", "release", "renew", "inventory_reserve", "ratelimit_gcra"):
         assert name in SCRIPTS
 
 

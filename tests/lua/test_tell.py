@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from redlease._core.lock import ACQUIRE, RELEASE, LockKeys
+from redlease._core.lock import ACQUIRE_RESERVING, RELEASE, LockKeys
 from tests.support import needs_server
 
 KEYS = LockKeys.build("redlease", b"told")
@@ -33,16 +33,16 @@ def test_a_release_tells_the_queue_head_with_the_right_command(
     client: redis.Redis, channels: bytes, command: str, other: str
 ) -> None:
     lock_keys = [KEYS.lock, KEYS.fence, KEYS.queue, KEYS.handoff]
-    assert client.eval(ACQUIRE.source, 4, *lock_keys, b"p1.a", 10_000, 1, 50, channels)[0] == 1
-    assert client.eval(ACQUIRE.source, 4, *lock_keys, b"p2.b", 10_000, 1, 50, channels)[0] == 0
+    acquire = [10_000, 1, 50, channels, b"", b"1"]
+    assert client.eval(ACQUIRE_RESERVING.source, 4, *lock_keys, b"p1.a", *acquire)[0] == 1
+    assert client.eval(ACQUIRE_RESERVING.source, 4, *lock_keys, b"p2.b", *acquire)[0] == 0
     listener = client.pubsub()
     if command == "spublish":
         listener.ssubscribe(channels + b"p2")
     else:
         listener.subscribe(channels + b"p2")
     before, before_other = _calls(client, command), _calls(client, other)
-    release_keys = [KEYS.lock, KEYS.queue, KEYS.handoff]
-    assert client.eval(RELEASE.source, 3, *release_keys, b"p1.a", 50, channels) == 1
+    assert client.eval(RELEASE.source, 4, *lock_keys, b"p1.a", 50, channels) == 1
     assert _calls(client, command) == before + 1  # one message, to the head's process only
     assert _calls(client, other) == before_other
     messages = []

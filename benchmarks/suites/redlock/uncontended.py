@@ -92,30 +92,28 @@ def _scripts_op(clients: list[Any], run_id: str, n: int) -> Callable[[], None]:
     """redlease's own Redlock acquire and release scripts (reservation mode, as Redlock
     sends them) on one kept connection per server, write all then read: what the lock's
     server-side work costs, with no client logic around it."""
-    from redlease._core.lock import ACQUIRE, RELEASE, LockKeys
+    from redlease._core.lock import ACQUIRE_RESERVING, RELEASE, LockKeys
     from redlease._core.waiters import WAITERS
 
     for c in clients:
-        c.script_load(ACQUIRE.source)
+        c.script_load(ACQUIRE_RESERVING.source)
         c.script_load(RELEASE.source)
     conns = [c.connection_pool.get_connection() for c in clients]
     keys = LockKeys.build("bench", f"{run_id}:scripts:{n}".encode())
-    lock_keys = [keys.lock, keys.fence, keys.queue, keys.handoff]
-    release_keys = [keys.lock, keys.queue, keys.handoff, keys.fence]
+    lock_keys = keys.in_order()
     ttl_ms = int(TTL * 1000)
 
     def scripts() -> None:
         token = secrets.token_hex(16).encode()
+        acquire = (token, ttl_ms, 0, 50, WAITERS, "", "1")  # score: the server's time; tell
         for conn in conns:
-            conn.send_command(
-                "EVALSHA", ACQUIRE.sha, 4, *lock_keys, token, ttl_ms, 0, 50, WAITERS, ""
-            )
+            conn.send_command("EVALSHA", ACQUIRE_RESERVING.sha, 4, *lock_keys, *acquire)
         for conn in conns:
             conn.read_response()
         for i, conn in enumerate(conns):
             tell = "1" if i < n - (n // 2 + 1) + 1 else "0"
             conn.send_command(
-                "EVALSHA", RELEASE.sha, 4, *release_keys, token, 50, WAITERS, "R", 0, tell
+                "EVALSHA", RELEASE.sha, 4, *lock_keys, token, 50, WAITERS, "R", 0, tell
             )
         for conn in conns:
             conn.read_response()

@@ -29,13 +29,13 @@ async def force_release_lock(
     fence on, and grant the lock to the first waiter (who claims it within ``handoff`` s)."""
     check_client(client)
     keys = LockKeys.build(validate.prefix(prefix), validate.name(name))
-    args = [validate.window_ms(handoff, "handoff"), b"", breakglass.token(token)]
+    window, wanted = validate.window_ms(handoff, "handoff"), breakglass.token(token)
     runtime = runtime_for(client)
-    args[1] = runtime.channels(keys.lock)
+    args = breakglass.lock_args(
+        window_ms=window, channels=runtime.channels(keys.lock), token=wanted
+    )
     try:
-        raw = await runtime.backend.run(
-            FORCE_RELEASE, [keys.lock, keys.queue, keys.handoff, keys.fence], args, None
-        )
+        raw = await runtime.backend.run(FORCE_RELEASE, keys.in_order(), args, None)
     except RedisError as exc:
         raise LockUnavailable(
             f"could not force-release lock {name!r}: Redis failed: {exc}", name=name

@@ -9,14 +9,12 @@ from typing import Any
 import redis.asyncio
 from redis.exceptions import RedisError
 
-from .. import _observe
 from .._core import handover, validate
 from .._core.breakglass import ForceReleased
 from .._core.holder import name_of
 from .._core.lease import Holding, new_token
 from .._core.lock import (
     ACQUIRE,
-    BARGE_MS,
     BARGING,
     CLAIM,
     EXTEND,
@@ -26,10 +24,13 @@ from .._core.lock import (
     LEAVE,
     RELEASE,
     RENEW,
-    ROTATION_MS,
     LockInfo,
+    acquire_args,
+    claim_args,
     decode_acquire,
     decode_inspect,
+    leave_args,
+    release_args,
 )
 from .._core.replicas import decode_ack, wait_command
 from .._core.waiters import Outcome
@@ -38,8 +39,7 @@ from ..errors import LockUnavailable, ReplicasUnavailable
 from .breakglass import force_release_lock
 from .flavor import check_client
 from .handle import AsyncHandle
-from .hub import AsyncUnread
-from .runtime import AsyncRuntime
+from .lock_claim import AsyncGrantee, AsyncUnread
 
 __all__ = ["AsyncLock", "AsyncRLock"]
 
@@ -302,7 +302,10 @@ class AsyncLock(AsyncHandle):
             return Outcome(refusals=(refusal,), answered=(0,), queued=(0,) if join else ())
 
         async def leave(servers: list[int], timeout: float | None) -> None:
-            await self._run(LEAVE, *self._queue_args(token), "leave the queue of", timeout)
+            args = leave_args(
+                token=token, window_ms=self._window_ms, channels=self._channels(), mode=self._mode
+            )
+            await self._run(LEAVE, self._keys.in_order(), args, "leave the queue of", timeout)
 
         # With wait_replicas, a granted waiter claims in its own attempt, followed by WAIT.
         grantee = None if self._wait is not None else self._grantee(owner, token)
@@ -315,22 +318,30 @@ class AsyncLock(AsyncHandle):
         runtime = self._runtime()
         return self._holding_for(owner, token, fence, sent + self.ttl, runtime.renewal, RENEW)
 
-    def _grantee(self, owner: Hashable, token: bytes) -> _Grantee:
+    def _grantee(self, owner: Hashable, token: bytes) -> AsyncGrantee:
         """How the hub completes this acquire should a release grant it the lock."""
-        claim = (CLAIM, [self._keys.lock], [token, self._ttl_ms])
-        return _Grantee(self, owner, token, claim, self._holding_for, self._runtime)
+        claim = (CLAIM, [self._keys.lock], claim_args(token=token, ttl_ms=self._ttl_ms))
+
+        def granted(fence: int, expires_at: float) -> Holding:
+            renewal = self._runtime().renewal
+            return self._holding_for(owner, token, fence, expires_at, renewal, RENEW)
+
+        return AsyncGrantee(claim, granted, self._runtime, lambda: self.renew)
 
     async def _attempt(self, token: bytes, *, join: bool, deadline: float | None) -> Any:
-        keys = self._keys
-        call = (
-            [keys.lock, keys.fence, keys.queue, keys.handoff],
-            [token, self._ttl_ms, int(join), self._window_ms, self._channels(), b"", self._mode],
+        args = acquire_args(
+            token=token,
+            ttl_ms=self._ttl_ms,
+            join=join,
+            window_ms=self._window_ms,
+            channels=self._channels(),
         )
+        call = (self._keys.in_order(), args)
         wait = self._wait
         acked: Any = None
         if wait is None:
             raw = await self._run_or_undo(
-                lambda: self._runtime().backend.run(ACQUIRE, *call),
+                lambda: self._runtime().backend.run(ACQUIRE[self._mode], *call),
                 lambda timeout: self._undo(token, timeout),
                 "acquire",
                 deadline,
@@ -338,7 +349,7 @@ class AsyncLock(AsyncHandle):
         else:
             raw, acked = await self._run_or_undo(
                 lambda: self._runtime().backend.run_acknowledged(
-                    ACQUIRE, *call, wait, self.wait_timeout
+                    ACQUIRE[self._mode], *call, wait, self.wait_timeout
                 ),
                 lambda timeout: self._undo(token, timeout),
                 "acquire",
@@ -382,10 +393,12 @@ class AsyncLock(AsyncHandle):
 
     async def _undo(self, token: bytes, timeout: float | None) -> None:
         """Release an acquisition whose grant we may never have seen (quietly)."""
-        await self._run(RELEASE, *self._queue_args(token), "release", timeout)
+        await self._run(
+            RELEASE, self._keys.in_order(), self._release_args(token), "release", timeout
+        )
 
     async def _release_remote(self, holding: Holding) -> None:
-        keys, args = self._queue_args(holding.token)
+        keys, args = self._keys.in_order(), self._release_args(holding.token)
         unread, holding.settle = holding.settle, None
         try:
             pending = None
@@ -412,12 +425,10 @@ class AsyncLock(AsyncHandle):
         raw = await self._run(INSPECT, self._keys.in_order(), [token], "inspect")
         return decode_inspect(raw, self.name, self._keys)
 
-    def _queue_args(self, token: bytes) -> tuple[list[bytes], list[Any]]:
-        """KEYS and ARGV of release.lua and leave.lua, which share their contract."""
-        keys = self._keys
-        return (
-            [keys.lock, keys.queue, keys.handoff, keys.fence],
-            [token, self._window_ms, self._channels(), self._mode, BARGE_MS, b"1", ROTATION_MS],
+    def _release_args(self, token: bytes) -> list[Any]:
+        """release.lua's ARGV for ``token`` (built by name in ``_core/lock.py``)."""
+        return release_args(
+            token=token, window_ms=self._window_ms, channels=self._channels(), mode=self._mode
         )
 
     def _channels(self) -> bytes:
@@ -427,54 +438,6 @@ class AsyncLock(AsyncHandle):
         if channels is None:
             channels = self._channel_prefix = self._runtime().channels(self._keys.lock)
         return channels
-
-
-class _Grantee:
-    """How the hub completes an acquire that a release granted (see ``waiters.Grantee``):
-    ``lock._grantee()`` hands it the claim, how to build a holding, and the runtime."""
-
-    def __init__(
-        self,
-        lock: AsyncLock,
-        owner: Hashable,
-        token: bytes,
-        claim: tuple[Any, list[bytes], list[Any]],
-        holding_for: Callable[..., Holding],
-        runtime: Callable[[], AsyncRuntime],
-    ) -> None:
-        self._lock = lock
-        self._owner = owner
-        self._token = token
-        self.claim = claim
-        self._holding_for = holding_for
-        self._runtime = runtime
-
-    def granted(self, fence: int, expires_at: float) -> Holding:
-        renewal = self._runtime().renewal
-        return self._holding_for(self._owner, self._token, fence, expires_at, renewal, RENEW)
-
-    def claimed(self, holding: Holding, ok: bool | BaseException, sent_at: float) -> None:
-        holding.settle = None
-        if ok is True:
-            if holding.active:
-                holding.extended(sent_at, holding.ttl_ms)
-        elif ok is False:  # the grant's short lease ran out before the claim landed
-            if holding.active:
-                _observe.lost(holding, "claim")
-            # (off this thread: it may be a waiter reading the hub, or the watchdog)
-            self._runtime().renewer.notify(holding.mark_lost())
-        else:  # a failed call: the short lease stays, and the watchdog finds out, waiting
-            holding.reach = sent_at + holding.ttl_ms / 1000  # as long as a landed claim lasts
-
-    def abandon(self, holding: Holding) -> None:
-        holding.released = True
-
-    def unread(self, holding: Holding, settle: Any) -> bool:
-        # Only a lease the watchdog renews: it settles in time should the holder not.
-        if not self._lock.renew:
-            return False
-        holding.settle = settle
-        return True
 
 
 class AsyncRLock(AsyncLock):

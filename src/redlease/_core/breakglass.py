@@ -19,7 +19,14 @@ from . import holder
 from .holder import HolderInfo
 from .scripts import load
 
-__all__ = ["FORCE_RELEASE", "SHARED_FORCE_RELEASE", "ForceReleased", "decode", "token"]
+__all__ = [
+    "FORCE_RELEASE",
+    "SHARED_FORCE_RELEASE",
+    "ForceReleased",
+    "decode",
+    "lock_args",
+    "token",
+]
 
 FORCE_RELEASE = load("force_release", prelude=("common_lib", "lock_lib"))
 SHARED_FORCE_RELEASE = load("shared_force_release", prelude=("common_lib", "shared_lib"))
@@ -49,6 +56,12 @@ def token(value: Any) -> bytes:
     if not value or any(c <= 32 for c in value):
         raise ValueError(f"token must be a holder's token (no white space), got {value!r}")
     return value
+
+
+def lock_args(*, window_ms: int, channels: bytes, token: bytes) -> list[Any]:
+    """force_release.lua's ARGV (KEYS: ``LockKeys.in_order()``): grant the lock to the queue
+    head for ``window_ms``; ``token`` (``b""``: whoever holds it) the holding to remove."""
+    return [window_ms, channels, token]
 
 
 def decode(raw: Any, name: str | bytes, *, shared: bool) -> ForceReleased:

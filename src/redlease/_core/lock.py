@@ -7,11 +7,12 @@ Four keys per lock name, all in one Redis Cluster slot (see :mod:`redlease._core
     <prefix>:{<name>}:queue      ZSET    waiting tokens in FIFO order
     <prefix>:{<name>}:handoff    STRING  reservation of the free lock for the queue head
 
-The scripts (``lua/*.lua``, contracts in their headers) are one per transition: acquire,
-release, leave (a waiter gives up), claim (a waiter granted the lock takes up its lease),
-extend, renew (the watchdog's batch), inspect, and fence (Redlock writes a merged fence back).
+The scripts (``lua/*.lua``, contracts in their headers) are one per transition: acquire (one
+script per mode), release, leave (a waiter gives up), claim (a waiter granted the lock takes
+up its lease), extend, renew (the watchdog's batch), inspect, and fence (Redlock writes a
+merged fence back).
 :class:`~redlease.Lock` and :class:`~redlease.Redlock` share them; the hand-off ``mode`` says
-how a release passes the lock on (``lua/lock_lib.lua``):
+how a release passes the lock on (``lua/lock_lib.lua``), and which acquire script takes it:
 
 * :data:`FAIR` (``Lock``): the release grants it to the queue head directly;
 * :data:`BARGING` (``Lock(fair=False)``): the release frees it and wakes the head, and anyone
@@ -34,6 +35,9 @@ from .scripts import load
 __all__ = [
     "ACQUIRE",
     "ACQUIRED",
+    "ACQUIRE_BARGING",
+    "ACQUIRE_FAIR",
+    "ACQUIRE_RESERVING",
     "BARGE_MS",
     "BARGING",
     "CLAIM",
@@ -52,12 +56,20 @@ __all__ = [
     "LockInfo",
     "LockKeys",
     "Reply",
+    "acquire_args",
+    "acquire_reserving_args",
+    "claim_args",
     "decode_acquire",
     "decode_inspect",
+    "leave_args",
+    "release_args",
 ]
 
 _LOCK_LIB = ("common_lib", "lock_lib")
-ACQUIRE = load("acquire", prelude=_LOCK_LIB)
+_ACQUIRE_LIB = (*_LOCK_LIB, "acquire_lib")
+ACQUIRE_FAIR = load("acquire_fair", prelude=_ACQUIRE_LIB)
+ACQUIRE_BARGING = load("acquire_barging", prelude=_ACQUIRE_LIB)
+ACQUIRE_RESERVING = load("acquire_reserving", prelude=_ACQUIRE_LIB)
 RELEASE = load("release", prelude=_LOCK_LIB)
 LEAVE = load("leave", prelude=_LOCK_LIB)
 CLAIM = load("claim", prelude=_LOCK_LIB)
@@ -67,9 +79,12 @@ INSPECT = load("inspect")
 FENCE = load("fence")
 
 ACQUIRED, HELD, RESERVED = 1, 0, 2
-"""Status codes of acquire.lua: taken / held by another (ms = its pttl) / reserved (ms left)."""
+"""Status codes of the acquire scripts: taken / held by another (ms = its pttl) /
+reserved (ms left)."""
 FAIR, BARGING, RESERVING = b"G", b"B", b"R"
-"""Hand-off modes of acquire.lua, release.lua and leave.lua (see above)."""
+"""Hand-off modes of release.lua and leave.lua (see above); each has its acquire script."""
+ACQUIRE = {FAIR: ACQUIRE_FAIR, BARGING: ACQUIRE_BARGING, RESERVING: ACQUIRE_RESERVING}
+"""The acquire script of each hand-off mode."""
 BARGE_MS = 10
 """Barging mode: the longest a waiter at the head of the queue lets others take the lock
 before a release grants it the lock (ms): long enough that a process that releases and
@@ -80,6 +95,68 @@ ROTATION_MS = 150
 crowd of any size turns over in about ROTATION_MS plus its hand-offs."""
 FOREIGN = -3
 """inspect.lua's status for a key holding data redlease did not write."""
+
+
+# The scripts' ARGV, built by name: the shells (Lock, Redlock) never order or index it. Every
+# script that takes a lock's four keys takes them as ``LockKeys.in_order()``; claim.lua takes
+# the lock key alone.
+def acquire_args(
+    *, token: bytes, ttl_ms: int, join: bool, window_ms: int, channels: bytes
+) -> list[Any]:
+    """acquire_fair.lua and acquire_barging.lua: take the lock for ``ttl_ms`` with ``token``;
+    ``join``: if refused, queue (the caller listens on ``channels``)."""
+    return [token, ttl_ms, int(join), window_ms, channels]
+
+
+def acquire_reserving_args(
+    *,
+    token: bytes,
+    ttl_ms: int,
+    join: bool,
+    window_ms: int,
+    channels: bytes,
+    score: str,
+    tell: bool,
+) -> list[Any]:
+    """acquire_reserving.lua: as :func:`acquire_args`, queued at ``score`` (``""``: the
+    server's time); ``tell``: tell the next waiter that the lock was taken."""
+    return [token, ttl_ms, int(join), window_ms, channels, score, _flag(tell)]
+
+
+def release_args(
+    *,
+    token: bytes,
+    window_ms: int,
+    channels: bytes,
+    mode: bytes,
+    tell: bool = True,
+    requeue: str = "",
+) -> list[Any]:
+    """release.lua: release ``token``'s hold and pass the lock on to the queue head (who has
+    ``window_ms`` to take or claim it); ``requeue``: the token goes on waiting (Redlock)."""
+    return [*_pass_on(token, window_ms, channels, mode, tell), requeue]
+
+
+def leave_args(
+    *, token: bytes, window_ms: int, channels: bytes, mode: bytes, tell: bool = True
+) -> list[Any]:
+    """leave.lua: ``token`` leaves the queue, passing on a turn it had (as release.lua)."""
+    return _pass_on(token, window_ms, channels, mode, tell)
+
+
+def claim_args(*, token: bytes, ttl_ms: int) -> list[Any]:
+    """claim.lua: the grantee ``token`` takes up its own lease of ``ttl_ms``."""
+    return [token, ttl_ms]
+
+
+def _pass_on(token: bytes, window_ms: int, channels: bytes, mode: bytes, tell: bool) -> list[Any]:
+    """ARGV[1..7] shared by release.lua and leave.lua (barging's turns unused in mode R)."""
+    barge, rotation = (0, 0) if mode == RESERVING else (BARGE_MS, ROTATION_MS)
+    return [token, window_ms, channels, mode, barge, _flag(tell), rotation]
+
+
+def _flag(on: bool) -> str:
+    return "1" if on else "0"
 
 
 @dataclass(frozen=True)
@@ -97,13 +174,13 @@ class LockKeys:
         return cls(*keys.tagged(prefix, name, "lock", "fence", "queue", "handoff"))
 
     def in_order(self) -> list[bytes]:
-        """All four keys, in the order inspect.lua takes them."""
+        """All four keys, in the order every lock script that takes them takes them."""
         return [self.lock, self.fence, self.queue, self.handoff]
 
 
 @dataclass(frozen=True)
 class Reply:
-    """acquire.lua's reply: ``status`` and ``value`` (the fence when acquired, else ms); a
+    """An acquire script's reply: ``status`` and ``value`` (the fence when acquired, else ms); a
     refusal also carries the server's time in ms (``server_ms``, else ``None``)."""
 
     status: int
@@ -117,13 +194,13 @@ class Reply:
 
 
 def decode_acquire(raw: Any) -> Reply:
-    """Decode ``{status, value}`` from acquire.lua, refusing anything else."""
+    """Decode ``{status, value}`` from an acquire script, refusing anything else."""
     try:
         status, value = int(raw[0]), int(raw[1])
     except (TypeError, ValueError, IndexError) as exc:
-        raise ValueError(f"unexpected reply from acquire.lua: {raw!r}") from exc
+        raise ValueError(f"unexpected reply from an acquire script: {raw!r}") from exc
     if status not in (ACQUIRED, HELD, RESERVED):
-        raise ValueError(f"unexpected status from acquire.lua: {raw!r}")
+        raise ValueError(f"unexpected status from an acquire script: {raw!r}")
     return Reply(status, value, int(raw[2]) if len(raw) > 2 else None)
 
 

@@ -3,14 +3,15 @@
 The algorithm (Redis documentation, "Distributed Locks with Redis"), as redlease runs it:
 
 1. note the start (monotonic clock);
-2. run acquire.lua with one token on all N servers at once, each with its own deadline;
+2. run acquire_reserving.lua with one token on all N servers at once, each with its own
+   deadline;
 3. held only if a majority granted and ``validity = ttl - elapsed - drift`` is positive, where
    ``drift = ttl * drift_factor + 2 ms``;
    The round returns as soon as a majority granted (or can no longer grant); the replies of
    the rest are collected later, off the caller's path (``_fanout/``);
 4. the fence is the largest counter among the granting servers, written back to them
    (fence.lua) before the acquire counts: every later majority meets one of them (skipped
-   where they all issued it: acquire.lua issues whole seconds, so servers whose counters
+   where they all issued it: acquire_reserving.lua issues whole seconds, so servers whose counters
    agree issue the same fence);
 5. otherwise release on every server, including those that did not answer (their reply may
    have been lost): where the reply is late, behind the acquire on its own connection, so
@@ -22,7 +23,7 @@ this token). Only :func:`tellers` of the N servers publish the wake-up of the ne
 a release counts only if a majority released, and the N - tellers quiet servers are fewer
 than a majority, so every release that counts was told by at least one server; the waiter
 wakes on one message and then asks every server. The same for an acquire's word to the
-next waiter that the lock was taken, and for how long (acquire.lua ``tell``): an
+next waiter that the lock was taken, and for how long (acquire_reserving.lua ``tell``): an
 acquisition counts only with a majority of grants, so one of them is a teller's.
 
 Waiters queue on every server with the same ticket as score, so all servers agree on who is
@@ -112,7 +113,8 @@ def needs_fence(reply: Any, fence: int) -> bool:
 
 def dequeued(reply: Any) -> bool:
     """Whether an acquire reply took the caller out of that server's queue: a grant always
-    does (acquire.lua dequeues the token it grants the lock to); a refusal leaves it queued."""
+    does (acquire_reserving.lua dequeues the token it grants the lock to); a refusal leaves
+    it queued."""
     return _granted(reply)
 
 
@@ -179,7 +181,7 @@ class Tally:
     reserved_ms: list[int] = field(default_factory=list)  # reservation left where reserved
     # The reservations this waiter must watch: where it is next in line behind the reserved
     # head (or its place is unknown). Further back, the one ahead of it watches (see
-    # acquire.lua's rank), so a waiter further back spends no round on it.
+    # acquire_reserving.lua's rank), so a waiter further back spends no round on it.
     check_ms: list[int] = field(default_factory=list)
     errors: dict[int, BaseException] = field(default_factory=dict)
     # Servers whose queue the caller has left already: a leave was sent behind a late acquire,
@@ -253,7 +255,7 @@ def failures(results: Sequence[Any]) -> Tally:
 
 
 def tally(results: Sequence[Any]) -> Tally:
-    """Sort acquire.lua replies (or the exceptions raised instead) per server."""
+    """Sort acquire_reserving.lua replies (or the exceptions raised instead) per server."""
     out = Tally(n=len(results))
     for i, result in enumerate(results):
         if isinstance(result, BaseException):
@@ -262,7 +264,7 @@ def tally(results: Sequence[Any]) -> Tally:
         reply = decode_acquire(result)
         if reply.status == ACQUIRED:
             out.granted[i] = reply.value
-            if reply.value == 0 and len(result) > 2:  # acquire.lua's {1, 0, server us}
+            if reply.value == 0 and len(result) > 2:  # acquire_reserving.lua's {1, 0, server us}
                 out.floor = max(out.floor, int(result[2]))
         elif reply.status == HELD:
             out.lease_ms.append(reply.value)

@@ -110,7 +110,7 @@ class SharedKeys:
 
 @dataclass(frozen=True)
 class Acquired:
-    """shared_acquire.lua's reply: ``reply`` (status and value, as ``acquire.lua``'s) and
+    """shared_acquire.lua's reply: ``reply`` (status and value, as a lock's acquire script's) and
     ``capacity``, the capacity stored in Redis (``None`` when it is not stored)."""
 
     reply: Reply

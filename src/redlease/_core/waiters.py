@@ -21,8 +21,8 @@ off a queued token and tell exactly that process what concerns it (``lua/common_
 
 So a hand-off wakes one thread in the next holder's process and touches one other process;
 nobody else hears of it. A grant (``G``) needs no further round trip before ``acquire()``
-returns: the hub that reads it builds the result through the waiter's :class:`Grantee`, sends
-the claim (the grantee's own lease) and wakes the waiter, then reads the claim's reply. A
+returns: the hub that reads it hands it to the waiter's :class:`Grantee`, which builds the
+result and sends the claim (its own lease); the hub wakes the waiter, then the reply is read. A
 grant read late (the process was paused, or the message queued behind others) could have run
 out already: then the waiter is woken only once the claim's reply says the lock is still its.
 
@@ -96,28 +96,21 @@ class Outcome:
 
 
 class Grantee(Protocol):
-    """What a waiter that a release may grant the lock to (``G``) tells its hub.
+    """A waiter that a release may grant the lock to (``G``), as the hub that reads the grant
+    sees it (a fair Lock's: ``_async/lock_claim.py``).
 
-    ``claim`` is the call (script, keys, args) that takes up the grantee's own lease;
-    ``granted(fence, expires_at)`` builds what ``acquire()`` returns (``expires_at``: local
-    monotonic end of the grant's short lease); ``claimed(result, ok, sent_at)`` applies the
-    claim's outcome (``ok``: True claimed, False lost, or the error of a call that failed);
-    ``abandon(result)`` drops a result the acquire did not return after all;
-    ``unread(result, settle)`` takes the claim's reply unread: ``settle()`` reads it and
-    applies it later (True), or declines (False: the hub reads it now). A hub whose reader is
-    the grantee's own thread uses it, so that ``acquire()`` returns without waiting for the
-    reply; whoever next relies on the lease (release, extend, the watchdog) settles first.
+    ``take(hub, waiter, defer)``: ``waiter.grant`` was read; the grantee builds what
+    ``acquire()`` returns, sends its claim (its own lease) and returns ``None`` (nothing left to
+    read) or a reply whose ``read()`` reads and applies the claim's reply. The hub wakes a fresh
+    grant's waiter before reading the replies, a late grant's after (its claim gives it the
+    result, or not). ``defer``: the reader should not wait for replies, so a fresh grant's
+    reply may be left unread on the result, for whoever next relies on the lease.
+    ``abandon(result)`` drops a result the acquire did not return after all.
     """
 
-    claim: tuple[Any, list[bytes], list[Any]]
-
-    def granted(self, fence: int, expires_at: float) -> Any: ...  # pragma: no cover
-
-    def claimed(self, result: Any, ok: bool | BaseException, sent_at: float) -> None: ...
+    def take(self, hub: Any, waiter: Waiter, defer: bool) -> Any: ...  # pragma: no cover
 
     def abandon(self, result: Any) -> None: ...  # pragma: no cover
-
-    def unread(self, result: Any, settle: Any) -> bool: ...  # pragma: no cover
 
 
 @dataclass(eq=False)

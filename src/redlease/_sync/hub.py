@@ -30,23 +30,18 @@ from redis.exceptions import RedisError
 from .._core.bounds import TICK
 from .._core.kept import kept
 from .._core.lease import process_id
-from .._core.scripts import Script
 from .._core.waiters import (
     Action,
     Grantee,
     Waiter,
     WaiterTable,
-    decode_claim,
     waiters_channel,
 )
 from .._logging import record
 from .._synchronization import Background, Event
-from .server import Server, Pending
+from .server import Server
 
-__all__ = ["Hub", "Unread"]
-
-MIN_WAIT = 0.05
-"""The least time the watchdog gives a claim's reply (see :meth:`Unread.__call__`)."""
+__all__ = ["Hub"]
 
 
 class Hub:
@@ -241,6 +236,26 @@ class Hub:
             self._reader = Background(self._read, name="redlease-waiters")
         return []
 
+    @property
+    def backend(self) -> Server:
+        """The server this hub listens to (a grantee sends its claim there)."""
+        return self._backend
+
+    def hand(self, waiter: Waiter, result: Any) -> None:
+        """A fresh grant: ``acquire()`` returns ``result`` once ``waiter`` is woken."""
+        with self._guard:
+            waiter.result = result
+
+    def settle(self, waiter: Waiter, result: Any) -> bool:
+        """A grant is dealt with; ``result`` (a late grant's, claimed) goes to ``waiter`` if it
+        still waits here (True)."""
+        with self._guard:
+            keep = result is not None and self._table.registered(waiter)
+            if keep:
+                waiter.result = result
+            waiter.grant = None
+        return keep
+
     def clock(self, server_ms: int, now: float) -> None:
         """A reply stamped by the server's clock, read at ``now``: it tells how late the
         grants are read (see :class:`~redlease._core.waiters.ServerClock`)."""
@@ -356,7 +371,7 @@ class Hub:
                 self._pubsub = None
                 self._reader = None
         if granted:  # a thread reads on; a task's reader never waits on a claim's reply
-            self._claim(granted, woken, defer=lead or not Background.LEADS)
+            self._grant(granted, woken, defer=lead or not Background.LEADS)
         else:
             _signal(woken)
         for waiter in lapsed:
@@ -366,107 +381,22 @@ class Hub:
             return False
         return True
 
-    def _claim(self, granted: list[Waiter], woken: list[Waiter], *, defer: bool) -> None:
-        """Send the claims of the waiters granted the lock, wake the woken waiters, then read
-        the claims' replies: a fresh grant's waiter returns from ``acquire()`` meanwhile. A
-        grant read late is handed to its waiter only if its claim says the lock is still its
-        (else the waiter tries again, as after any wake-up). ``defer``: the reader is a
-        waiting thread, which should not wait for replies: a fresh grant's reply is left to
-        its holding (:meth:`Grantee.unread`)."""
-        claims: list[tuple[Waiter, Any, Any, float]] = []
-        late: list[tuple[Waiter, Any]] = []
+    def _grant(self, granted: list[Waiter], woken: list[Waiter], *, defer: bool) -> None:
+        """Hand each grant to its waiter's grantee, which sends the claim; wake the woken, then
+        have the claims' replies read: a fresh grant's waiter returns from ``acquire()``
+        meanwhile, a late grant's is woken after, once its claim said whether the lock is
+        still its (see ``lock_claim.py``). ``defer``: the reader should not wait for replies."""
+        late = [w for w in granted if w.grant is not None and not w.grant[2]]
+        replies = []
         for waiter in granted:
-            grantee, grant = waiter.grantee, waiter.grant
-            assert grantee is not None and grant is not None
-            result = grantee.granted(grant[0], grant[1])
-            if grant[2]:
-                with self._guard:
-                    waiter.result = result
-            else:
-                late.append((waiter, result))
-            sent = time.monotonic()
-            try:
-                pending = self._backend.send(*grantee.claim)
-            except RedisError as exc:  # it holds the grant's short lease: its renewer goes on
-                self._claimed(waiter, result, exc, sent)
-                continue
-            if defer and grant[2]:
-                settle = Unread(self, grantee, result, pending, sent)
-                if grantee.unread(result, settle):
-                    with self._guard:
-                        waiter.grant = None
-                    continue
-            claims.append((waiter, result, pending, sent))
-        _signal([w for w in woken if all(w is not x for x, _ in late)])
-        for waiter, result, pending, sent in claims:
-            try:
-                ok, server_ms = decode_claim(self._backend.receive(pending, None))
-            except (RedisError, ValueError) as exc:
-                self._claimed(waiter, result, exc, sent)
-            else:
-                with self._guard:
-                    self._table.clock.sample(server_ms, time.monotonic())
-                self._claimed(waiter, result, ok, sent)
-        _signal([w for w, _ in late])
-
-    def _claimed(self, waiter: Waiter, result: Any, ok: bool | BaseException, sent: float) -> None:
-        """Apply a claim's outcome; a late grant goes to its waiter only when claimed."""
-        grantee, grant = waiter.grantee, waiter.grant
-        assert grantee is not None and grant is not None
-        if not grant[2]:
-            with self._guard:
-                keep = ok is True and self._table.registered(waiter)
-                if keep:
-                    waiter.result = result
-                waiter.grant = None
-            if not keep:
-                grantee.abandon(result)
-                return
-        grantee.claimed(result, ok, sent)
-
-
-class Unread:
-    """The unread reply to a fresh grant's claim: calling it reads and applies it, once
-    (whoever calls first; a second caller returns at once). :meth:`behind` instead sends the
-    holder's next call on the claim's connection, whose reply then comes with the claim's."""
-
-    def __init__(
-        self, hub: Hub, grantee: Grantee, result: Any, pending: Pending, sent: float
-    ) -> None:
-        self._hub = hub
-        self._grantee = grantee
-        self._result = result
-        self._pending: Pending | None = pending
-        self._sent = sent
-        self._once = threading.Lock()
-
-    def behind(self, script: Script, keys: list[bytes], args: list[Any]) -> Pending | None:
-        """Send ``script`` behind the claim, on its connection, unless the claim's reply was
-        taken already (``None``). The reply to the Pending returned comes after the claim's,
-        which is read and dropped (the call's own reply tells whether the lock was held)."""
-        with self._once:
-            pending, self._pending = self._pending, None
-        if pending is None:
-            return None
-        return self._hub._backend.behind(pending, script, keys, args)
-
-    def __call__(self, by: float | None = None) -> None:
-        """Read and apply the claim's reply; ``by``: not waiting past then (monotonic clock;
-        the watchdog's bound, the grant's lease end), else within the socket timeout."""
-        with self._once:
-            pending, self._pending = self._pending, None
-        if pending is None:
-            return
-        hub = self._hub
-        timeout = None if by is None else max(by - pending.sent_at, MIN_WAIT)
-        ok: bool | BaseException
-        try:
-            ok, server_ms = decode_claim(hub._backend.receive(pending, timeout))
-        except Exception as exc:  # any library's failure: the watchdog that reads it goes on
-            ok = exc
-        else:
-            hub.clock(server_ms, time.monotonic())
-        self._grantee.claimed(self._result, ok, self._sent)
+            assert waiter.grantee is not None
+            reply = waiter.grantee.take(self, waiter, defer)
+            if reply is not None:
+                replies.append(reply)
+        _signal([w for w in woken if all(w is not x for x in late)])
+        for reply in replies:
+            reply.read()
+        _signal(late)
 
 
 def _log_lapsed(waiter: Waiter) -> None:

@@ -15,7 +15,7 @@ from .._core import validate
 from .._core.holder import name_of
 from .._core.lease import Holding, new_token
 from .._core.lock import (
-    ACQUIRE,
+    ACQUIRE_RESERVING,
     EXTEND,
     FENCE,
     INSPECT,
@@ -124,8 +124,7 @@ class Redlock(Handle):
             self._clients, self.quorum, self._drift_factor, self.server_timeout
         )
         keys = self._keys  # the KEYS of the scripts, in the orders their contracts give
-        self._acquire_keys = [keys.lock, keys.fence, keys.queue, keys.handoff]
-        self._queue_keys = [keys.lock, keys.queue, keys.handoff, keys.fence]  # release, leave
+        self._lock_keys = keys.in_order()  # acquire, release, leave
         self._fence_keys = [keys.lock, keys.fence]
 
     # -- state ------------------------------------------------------------------------------
@@ -204,7 +203,7 @@ class Redlock(Handle):
             some = told if len(told) < n else ()  # all of them: only some tell
             args = argv.leave(token=token, window_ms=self._window_ms)
             replies = (
-                self._servers.round(LEAVE, self._queue_keys, args, some)
+                self._servers.round(LEAVE, self._lock_keys, args, some)
                 if told
                 else [None] * n
             )
@@ -239,8 +238,8 @@ class Redlock(Handle):
         )
         tally = core.tally(
             self._servers.round(
-                ACQUIRE,
-                self._acquire_keys,
+                ACQUIRE_RESERVING,
+                self._lock_keys,
                 args,
                 enough=core.acquire_settled,
                 hold=True,  # a late grant may need a release behind it (below)
@@ -313,7 +312,7 @@ class Redlock(Handle):
             if reply is NOT_YET:
                 if FanOut.follow(error, FENCE, fence_keys, fence_args):
                     if queued and FanOut.follow(
-                        error, LEAVE, self._queue_keys, leave_args
+                        error, LEAVE, self._lock_keys, leave_args
                     ):
                         tally.left.add(i)
                     continue
@@ -334,7 +333,7 @@ class Redlock(Handle):
         that ticket first (release.lua ``requeue``), so that every queue has it."""
         requeue = "" if ticket is None else argv.requeue(ticket, self._ttl_ms)
         args = argv.release(token=token, window_ms=self._window_ms, requeue=requeue).told
-        keys = self._queue_keys
+        keys = self._lock_keys
         rest = [
             i
             for i in servers
@@ -350,7 +349,7 @@ class Redlock(Handle):
         # Returns at a majority released: the rest release on their own (already sent).
         args = argv.release(token=holding.token, window_ms=self._window_ms)
         replies = self._servers.round(
-            RELEASE, self._queue_keys, args, enough=core.majority_done
+            RELEASE, self._lock_keys, args, enough=core.majority_done
         )
         self._require_quorum("release", replies, holding, count_lost=False)
 

@@ -1,9 +1,9 @@
 -- leave.lua: a waiter gives up (timeout, cancellation): leave the queue, pass on its turn.
 --
 -- KEYS[1] lock     STRING  holder's token
--- KEYS[2] queue    ZSET    waiters, FIFO
--- KEYS[3] handoff  STRING  reservation for the queue head (mode R); head since (mode B)
--- KEYS[4] fence    STRING  fencing counter (modes G and B)
+-- KEYS[2] fence    STRING  fencing counter (modes G and B)
+-- KEYS[3] queue    ZSET    waiters, FIFO
+-- KEYS[4] handoff  STRING  reservation for the queue head (mode R); head since (mode B)
 -- ARGV[1] token    the waiter's token
 -- ARGV[2] window   ms the next queue head has to take or claim the lock
 -- ARGV[3] channels prefix of the waiters' channels (a process id completes it)
@@ -14,7 +14,7 @@
 -- ARGV[7] rotation optional, mode B: ms the queued waiters share: a new head's turn is this
 --                  divided by their number, at least 1 ms and at most ARGV[5] (default: ARGV[5])
 -- Returns 1 if the waiter was queued (or had been granted the lock), 0 if not
-local lock, queue, handoff, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local lock, fence, queue, handoff = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, window, channels = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 if ARGV[6] == '0' then channels = false end
 local mode, barge_ms = ARGV[4] or 'R', tonumber(ARGV[5] or '0')

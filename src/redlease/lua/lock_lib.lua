@@ -1,7 +1,7 @@
 -- lock_lib.lua: the hand-off of one lock to its queued waiters, after common_lib.lua.
 -- Provides: enqueue, turn_ms, crown, grant_lock, reserve, hand_off, barge, pass_on,
--- reservation. Loaded by: _core/lock.py (acquire, release, leave, claim) and
--- _core/breakglass.py (force_release).
+-- reservation. Loaded by: _core/lock.py (acquire_fair, acquire_barging, acquire_reserving,
+-- release, leave, claim) and _core/breakglass.py (force_release).
 --
 -- The key layout of one lock (all keys share the hash tag {name}, so they live in one
 -- Redis Cluster slot):
@@ -15,12 +15,15 @@
 --                    release <turn> ms later.
 -- The messages told to waiters (G, H, F, N, T) are listed in common_lib.lua.
 --
--- Three hand-off modes (ARGV "mode" of acquire, release and leave):
---   'G' fair, direct: release grants the lock to the queue head itself (Lock, RLock)
+-- Three hand-off modes (ARGV "mode" of release and leave; an acquire script per mode):
+--   'G' fair, direct: release grants the lock to the queue head itself (Lock, RLock;
+--       acquire_fair.lua)
 --   'B' barging: release frees the lock and wakes the queue head; anyone may take it, but a
 --       head that has waited its turn at the head (turn_ms) is granted it at the next release
+--       (acquire_barging.lua)
 --   'R' reservation: release reserves the free lock for the head, which takes it (Redlock,
---       whose servers must agree on one holder, so no server grants on its own)
+--       whose servers must agree on one holder, so no server grants on its own;
+--       acquire_reserving.lua)
 
 -- Queue `token` at `score` unless it is queued already, and keep the queue alive: live waiters
 -- retry at least once per lease (`ms`: the longest they were told to sleep); an abandoned

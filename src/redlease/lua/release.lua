@@ -1,9 +1,9 @@
 -- release.lua: compare-token-and-delete, then pass the lock on to the queue head.
 --
 -- KEYS[1] lock     STRING  holder's token
--- KEYS[2] queue    ZSET    waiters, FIFO
--- KEYS[3] handoff  STRING  reservation for the queue head (mode R); head since (mode B)
--- KEYS[4] fence    STRING  fencing counter (modes G and B: a grant issues the next fence)
+-- KEYS[2] fence    STRING  fencing counter (modes G and B: a grant issues the next fence)
+-- KEYS[3] queue    ZSET    waiters, FIFO
+-- KEYS[4] handoff  STRING  reservation for the queue head (mode R); head since (mode B)
 -- ARGV[1] token    the releasing acquisition's token
 -- ARGV[2] window   ms the queue head has to take (mode R) or claim (modes G, B) the lock
 -- ARGV[3] channels prefix of the waiters' channels (a process id completes it)
@@ -22,7 +22,7 @@
 --                  head than the rest do, and split the next vote too (a crowd arriving at
 --                  once kept splitting that way).
 -- Returns 1 released; 0 not held with this token (nothing was changed)
-local lock, queue, handoff, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local lock, fence, queue, handoff = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, window, channels = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 if ARGV[6] == '0' then channels = false end
 
