@@ -85,6 +85,8 @@ async def async_section(checker: Any, kind: str, handle: Any, idiom: str, tally:
                 reentered = await handle.acquire(timeout=1.0)  # (it refreshes the lease)
             except aredlease.Unavailable:
                 tally.count("re-entry: Unavailable")
+            except aredlease.LockLost:  # across a kill, as a release may find it
+                tally.count("re-entry: lost")
             else:
                 assert reentered
                 await handle.release()

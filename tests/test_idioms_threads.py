@@ -59,6 +59,8 @@ def sync_section(checker: redis.Redis, kind: str, handle: Any, tally: Tally) -> 
                 reentered = handle.acquire(timeout=1.0)  # (it refreshes the lease)
             except redlease.Unavailable:
                 tally.count("re-entry: Unavailable")
+            except redlease.LockLost:  # across a kill, as a release may find it
+                tally.count("re-entry: lost")
             else:
                 assert reentered
                 handle.release()

@@ -10,6 +10,7 @@ import redis.asyncio
 
 import redlease.asyncio as redlease
 from redlease.server import RedisServer
+from tests._async.helpers import wait_until
 from tests._async.lock_helpers import keys
 from tests.support import AsyncTasks
 
@@ -277,6 +278,36 @@ async def test_rlock_reentry_after_loss_raises_lost(async_client: redis.asyncio.
         await lock.acquire()
     with pytest.raises(redlease.LockLost):
         await lock.release()
+
+
+@pytest.mark.parametrize("found_by", ["watchdog", "lease end"])
+async def test_rlock_reentry_after_a_loss_found_earlier_raises_lost(
+    async_client: redis.asyncio.Redis, found_by: str
+) -> None:
+    """Found lost before the re-entry (by the watchdog, or a lease with no watchdog that ran
+    out), re-entry says so too, instead of starting a new acquisition under the old count;
+    the twin is the re-entry above, which finds the loss itself."""
+    renew = found_by == "watchdog"
+    told: list[bool] = []
+    lock = redlease.RLock(
+        async_client, "re4-" + found_by, ttl=0.3, renew=renew, on_lost=lambda: told.append(True)
+    )
+    assert await lock.acquire()
+    await async_client.delete(keys("re4-" + found_by).lock)
+
+    async def noticed() -> bool:
+        return bool(told)
+
+    if renew:
+        assert await wait_until(noticed, limit=5.0)  # the watchdog found it
+    else:
+        await AsyncTasks.sleep(0.4)  # past the lease: it ran out
+    with pytest.raises(redlease.LockLost):
+        await lock.acquire(timeout=0.2)
+    with pytest.raises(redlease.LockLost):
+        await lock.release()
+    assert await lock.acquire(timeout=1.0)  # free again once released
+    await lock.release()
 
 
 async def test_a_client_that_decodes_responses_works(server: RedisServer) -> None:

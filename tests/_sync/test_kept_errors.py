@@ -134,9 +134,7 @@ def test_twin_the_hub_keeping_the_error_itself_leaks_the_handle(
     if Tasks.ASYNC:
         pytest.skip("asyncio: the reader task's frames hold no handle")
     monkeypatch.setattr(hub_module, "kept", lambda exc, fallback=None: exc)
-    alive, gone = dropped_after_pubsub_kill(
-        client, "kept:old", ttl=3.0, handoff=1.0
-    )
+    alive, gone = dropped_after_pubsub_kill(client, "kept:old", ttl=3.0, handoff=1.0)
     assert alive
     assert not gone
     redlease.close(client)

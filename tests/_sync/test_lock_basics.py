@@ -11,6 +11,7 @@ import redis
 
 import redlease as redlease
 from redlease.server import RedisServer
+from tests._sync.helpers import wait_until
 from tests._sync.lock_helpers import keys
 from tests.support import Tasks
 
@@ -278,6 +279,36 @@ def test_rlock_reentry_after_loss_raises_lost(client: redis.Redis) -> None:
         lock.acquire()
     with pytest.raises(redlease.LockLost):
         lock.release()
+
+
+@pytest.mark.parametrize("found_by", ["watchdog", "lease end"])
+def test_rlock_reentry_after_a_loss_found_earlier_raises_lost(
+    client: redis.Redis, found_by: str
+) -> None:
+    """Found lost before the re-entry (by the watchdog, or a lease with no watchdog that ran
+    out), re-entry says so too, instead of starting a new acquisition under the old count;
+    the twin is the re-entry above, which finds the loss itself."""
+    renew = found_by == "watchdog"
+    told: list[bool] = []
+    lock = redlease.RLock(
+        client, "re4-" + found_by, ttl=0.3, renew=renew, on_lost=lambda: told.append(True)
+    )
+    assert lock.acquire()
+    client.delete(keys("re4-" + found_by).lock)
+
+    def noticed() -> bool:
+        return bool(told)
+
+    if renew:
+        assert wait_until(noticed, limit=5.0)  # the watchdog found it
+    else:
+        Tasks.sleep(0.4)  # past the lease: it ran out
+    with pytest.raises(redlease.LockLost):
+        lock.acquire(timeout=0.2)
+    with pytest.raises(redlease.LockLost):
+        lock.release()
+    assert lock.acquire(timeout=1.0)  # free again once released
+    lock.release()
 
 
 def test_a_client_that_decodes_responses_works(server: RedisServer) -> None:

@@ -147,6 +147,15 @@ class AsyncHandle(AsyncPrimitive):
         current = runtime.holdings.get(self._keys.lock)
         if current is not None and current.ran_out(now):
             current.lost = True  # its lease surely ran out (no watchdog): not held any more
+        if (
+            self._reentrant
+            and current is not None
+            and current.owner is owner
+            and current.reentrant
+            and current.lost
+            and not current.released
+        ):  # re-entry into a lease lost since, whoever found it lost: as _reenter would say
+            raise self._lost("was lost: its lease ran out or it was taken")
         self._forget_lapsed(holder, now)
         if current is not None and current.owner is owner and current.active:
             if self._reentrant and current.reentrant:
