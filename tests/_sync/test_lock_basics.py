@@ -311,6 +311,28 @@ def test_rlock_reentry_after_a_loss_found_earlier_raises_lost(
     lock.release()
 
 
+def test_rlock_reentry_after_a_loss_raises_lost_once_another_holds_it(
+    client: redis.Redis,
+) -> None:
+    """The lost lease is no longer the client's current holding of the name (another task or
+    thread took the lock since): re-entry still says it was lost."""
+    told: list[bool] = []
+    lock = redlease.RLock(client, "re5", ttl=0.3, on_lost=lambda: told.append(True))
+    assert lock.acquire()
+    client.delete(keys("re5").lock)
+
+    def noticed() -> bool:
+        return bool(told)
+
+    assert wait_until(noticed, limit=5.0)
+    other = redlease.RLock(client, "re5", ttl=1.0, renew=False)  # (left to run out)
+    assert Tasks.run(lambda: other.acquire(timeout=2.0))
+    with pytest.raises(redlease.LockLost):
+        lock.acquire(timeout=0.2)
+    with pytest.raises(redlease.LockLost):
+        lock.release()
+
+
 def test_a_client_that_decodes_responses_works(server: RedisServer) -> None:
     """Many applications set decode_responses=True: replies and messages arrive as str."""
     client = redis.Redis(host=server.host, port=server.port, decode_responses=True)

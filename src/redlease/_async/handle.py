@@ -147,13 +147,13 @@ class AsyncHandle(AsyncPrimitive):
         current = runtime.holdings.get(self._keys.lock)
         if current is not None and current.ran_out(now):
             current.lost = True  # its lease surely ran out (no watchdog): not held any more
-        if (
-            self._reentrant
-            and current is not None
-            and current.owner is owner
-            and current.reentrant
-            and current.lost
-            and not current.released
+        if self._reentrant and any(
+            h is not None
+            and h.owner is owner
+            and h.reentrant
+            and not h.released
+            and (h.lost or h.ran_out(now))
+            for h in (current, self._holding if self._count else None)
         ):  # re-entry into a lease lost since, whoever found it lost: as _reenter would say
             raise self._lost("was lost: its lease ran out or it was taken")
         self._forget_lapsed(holder, now)
