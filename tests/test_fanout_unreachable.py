@@ -119,14 +119,16 @@ def test_twin_probing_each_in_turn_costs_a_call_a_deadline_per_server(
     redlock_clients: list[Any], redlock_servers: list[RedisServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The check above catches a fan-out that connects to every hung server due a probe in
-    turn, in the caller's round (as it did: two hung servers, two deadlines in one call)."""
+    turn, in the caller's round (as it did): a call then waits a whole deadline per server
+    probed, two when both probes fall due in one round, at least one (on a loaded machine
+    they may fall due apart), where the check above allows half of one."""
 
     def hung_unless_probed(backend: Any) -> bool:
         return not backend.idle() and backend.hung() and not backend.probe()
 
     monkeypatch.setattr(fanout_blocking, "hung", hung_unless_probed)
     slowest = slowest_call_while_two_hang(redlock_clients, redlock_servers)
-    assert slowest >= len(HUNG) * SERVER_TIMEOUT * 0.9, slowest  # fails the check above
+    assert slowest >= SERVER_TIMEOUT * 0.9, slowest  # fails the check above
 
 
 def handoffs_while_two_hang(clients: list[Any], servers: list[RedisServer]) -> list[float]:
