@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -11,6 +12,7 @@ import redis.asyncio
 from redis.exceptions import ConnectionError, TimeoutError
 
 import redlease._async.keeper as keeper_module
+import redlease._async.server_renewal as server_renewal_module
 import redlease.asyncio as redlease
 from redlease._async.keeper import TRUSTED
 from redlease._async.runtime import runtime_for
@@ -187,3 +189,50 @@ async def conn_id(conn: Any) -> int:
     """The server's id of one of redlease's connections."""
     await conn.send_command("CLIENT", "ID")
     return int(await conn.read_response())
+
+
+async def renewal_on_a_killed_kept_connection(
+    client: redis.asyncio.Redis, caplog: pytest.LogCaptureFixture, name: str
+) -> tuple[list[logging.LogRecord], bool]:
+    """Hold ``name`` (ttl 0.6 s), kill the one connection kept since the acquire, and let
+    the watchdog renew on it (trusted unchecked, as within TRUSTED of its last reply).
+    Returns the renewal failures logged, and whether the lock is still held 1.2 s later."""
+    caplog.set_level(logging.INFO, logger="redlease")
+    lock = redlease.Lock(client, name, ttl=0.6)
+    assert await lock.acquire()
+    kept = runtime_for(client).backend.keeper.kept
+    assert len(kept) == 1
+    await client.client_kill_filter(_id=str(await conn_id(kept[0][0])))
+    await AsyncTasks.sleep(1.2)  # several renewals (every 0.2 s)
+    held = await lock.owned()
+    await lock.release()
+    failed = [r for r in caplog.records if getattr(r, "redlease_event", None) == "renewal_failed"]
+    return failed, held
+
+
+async def test_a_renewal_on_a_killed_connection_goes_again_at_once(
+    async_client: redis.asyncio.Redis,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(keeper_module, "TRUSTED", 1e9)
+    failed, held = await renewal_on_a_killed_kept_connection(async_client, caplog, "renew-kill")
+    assert held
+    assert failed == []  # not even once: the batch went again on another connection
+
+
+async def test_twin_a_renewal_tried_once_fails_on_a_killed_connection(
+    async_client: redis.asyncio.Redis,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The check above catches a renewal that is not tried again: it fails (and waits for the
+    watchdog's retry)."""
+    monkeypatch.setattr(keeper_module, "TRUSTED", 1e9)
+
+    async def once(self: Any, script: Any, due: Any) -> Any:
+        return await self._renew(script, due, min(h.renew_by() for h in due))
+
+    monkeypatch.setattr(server_renewal_module.AsyncServerRenewal, "renew", once)
+    failed, _ = await renewal_on_a_killed_kept_connection(async_client, caplog, "renew-kill-2")
+    assert len(failed) >= 1

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+
+from redis.exceptions import ConnectionError
 
 from .._core import renewals
 from .._core.bounds import MIN_WAIT
@@ -30,9 +33,19 @@ class AsyncServerRenewal:
         Everything is bounded by the earliest lease end in the batch: a new connection's
         handshake, the sends and the replies. On a hung server, waiting longer (for the
         socket timeout, e.g. because another caller holds the open connection) would only
-        learn too late that the lease ran out, and tell ``on_lost`` late.
+        learn too late that the lease ran out, and tell ``on_lost`` late. A connection closed
+        under the batch (killed, or dropped while kept) is tried once more on another at
+        once, within the same bound: renewal scripts change nothing when run twice.
         """
         end = min(h.renew_by() for h in due)
+        try:
+            return await self._renew(script, due, end)
+        except ConnectionError:
+            if time.monotonic() >= end:
+                raise
+            return await self._renew(script, due, end)
+
+    async def _renew(self, script: Script, due: list[Holding], end: float) -> list[bool]:
         limit = self.backend.socket_timeout  # (a long lease: no longer than any call)
         pending: list[Pending] = []
         try:
