@@ -55,6 +55,7 @@ async def _granted_after_waiting(
         if await probe.zcard(f"redlease:{{{name}}}:queue"):
             break
         await asyncio.sleep(0.01)
+    await asyncio.sleep(HANDOFF + 0.1)  # queued longer than the window: a short-lease grant
     await holder.release()
     await asyncio.wait_for(task, 30)
     await redlease.close(holder_client)

@@ -3,6 +3,8 @@ message that tells it may never be heard.
 
 * the grantee dies after the grant, before it hears the message: the next waiter gets the lock
   once the grant's short lease (the ``handoff`` window) ends, never after a whole lease;
+  unless it joined the queue less than a window before the grant: then it was granted the
+  releaser's lease, and holds it as a process that took the lock itself would;
 * the grantee's subscription drops between the grant and the delivery: the grantee, woken by
   the broken connection, claims the grant it never heard (its own token holds the lock), with
   the fence the grant issued.
@@ -94,12 +96,15 @@ def pubsub_clients(client: redis.Redis) -> list[dict[str, Any]]:
     return [c for c in client.client_list() if int(c.get("sub", 0) or 0) > 0]
 
 
-def grant_to_a_dead_waiter(server: RedisServer, name: str, handoff: float) -> tuple[bool, int, int]:
+def grant_to_a_dead_waiter(
+    server: RedisServer, name: str, handoff: float, queued_for: float
+) -> tuple[bool, int, int, int]:
     """Hold ``name``; queue a waiter process, then a waiter thread behind it; freeze the
-    process, release (the script grants it the lock: it still listens), kill it unheard.
+    process, release once it has been queued ``queued_for`` s (the script grants it the lock:
+    it still listens), kill it unheard.
 
-    Returns whether the thread got the lock within 3 s, the fence it got, and the fence of
-    the grant to the dead waiter.
+    Returns whether the thread got the lock within 3 s, the fence it got, the fence of the
+    grant to the dead waiter and the grant's lease (ms left just after it).
     """
     probe = server.client()
     probe.delete(*[f"redlease:{{{name}}}:{k}" for k in ("lock", "fence", "queue", "handoff")])
@@ -113,6 +118,7 @@ def grant_to_a_dead_waiter(server: RedisServer, name: str, handoff: float) -> tu
     got: list[Any] = []
     try:
         until(lambda: queued(probe, name) == 1)
+        joined = time.monotonic()
         second = redlease.Lock(second_client, name, ttl=LEASE, handoff=handoff)
 
         def wait() -> None:
@@ -125,10 +131,12 @@ def grant_to_a_dead_waiter(server: RedisServer, name: str, handoff: float) -> tu
         thread.start()
         until(lambda: queued(probe, name) == 2)
         freeze(first.pid or 0)
+        time.sleep(max(0.0, joined + queued_for - time.monotonic()))
         holder.release()  # grants the lock to the frozen process: its subscription is alive
         granted = probe.get(f"redlease:{{{name}}}:lock")
         assert granted is not None and queued(probe, name) == 1  # granted to the first
         dead_fence = int(probe.get(f"redlease:{{{name}}}:fence") or 0)
+        lease_ms = int(probe.pttl(f"redlease:{{{name}}}:lock"))
         os.kill(first.pid or 0, signal.SIGKILL)  # dies without ever hearing of it
         thread.join(30)
         assert not thread.is_alive()
@@ -138,13 +146,15 @@ def grant_to_a_dead_waiter(server: RedisServer, name: str, handoff: float) -> tu
         first.join(10)
         redlease.close(holder_client)
         redlease.close(second_client)
-    return bool(got[0]), int(got[1] or 0), dead_fence
+    return bool(got[0]), int(got[1] or 0), dead_fence, lease_ms
 
 
 def test_a_grantee_that_dies_unheard_is_skipped_after_the_handoff_window(
     server: RedisServer,
 ) -> None:
-    acquired, fence, dead_fence = grant_to_a_dead_waiter(server, "dead-grantee", handoff=0.25)
+    acquired, fence, dead_fence, _ = grant_to_a_dead_waiter(
+        server, "dead-grantee", handoff=0.25, queued_for=0.5
+    )
     assert acquired  # within 3 s: the grant's short lease (0.25 s), not the 30 s lease
     assert fence > dead_fence  # a fence of its own, after the dead grantee's
 
@@ -154,16 +164,36 @@ def test_twin_a_grant_on_a_long_lease_would_keep_the_next_waiter_out(
 ) -> None:
     """The twin: were the grant's lease long (here 20 s), the next waiter would not get the
     lock within 3 s, so the test above can fail."""
-    acquired, _, _ = grant_to_a_dead_waiter(server, "dead-grantee-twin", handoff=20.0)
+    acquired, _, _, _ = grant_to_a_dead_waiter(
+        server, "dead-grantee-twin", handoff=20.0, queued_for=0.5
+    )
+    assert not acquired
+
+
+def test_a_grantee_that_joined_within_the_window_holds_it_as_a_taker_would(
+    server: RedisServer,
+) -> None:
+    """A waiter granted the lock less than the window after it joined the queue is granted
+    the releaser's lease (30 s): dead unheard, it keeps the next waiter out, as a process that
+    took the lock itself and died would (docs/safety.md, guarantee 3)."""
+    acquired, _, _, lease_ms = grant_to_a_dead_waiter(
+        server, "dead-fresh-grantee", handoff=2.0, queued_for=0.0
+    )
+    assert lease_ms > 20_000  # the releaser's 30 s, not the 2 s window
     assert not acquired
 
 
 def lost_grant(
-    server: RedisServer, name: str, handoff: float, frozen: float, mode: str = "sync"
+    server: RedisServer,
+    name: str,
+    handoff: float,
+    frozen: float,
+    mode: str = "sync",
+    queued_for: float = 0.0,
 ) -> tuple[Any, ...]:
-    """Hold ``name`` with a waiter process queued; freeze it, release (the grant), kill its
-    subscription so the message is lost, thaw it after ``frozen`` s. Returns its report and
-    the fence the grant issued."""
+    """Hold ``name`` with a waiter process queued; freeze it, release (the grant) once it has
+    been queued ``queued_for`` s, kill its subscription so the message is lost, thaw it after
+    ``frozen`` s. Returns its report and the fence the grant issued."""
     probe = server.client()
     probe.delete(*[f"redlease:{{{name}}}:{k}" for k in ("lock", "fence", "queue", "handoff")])
     holder_client = server.client()
@@ -175,9 +205,11 @@ def lost_grant(
     waiter.start()
     try:
         until(lambda: queued(probe, name) == 1)
+        joined = time.monotonic()
         subscriptions = [c["id"] for c in pubsub_clients(probe) if c["id"] not in before]
         assert len(subscriptions) == 1
         freeze(waiter.pid or 0)
+        time.sleep(max(0.0, joined + queued_for - time.monotonic()))
         holder.release()  # the grant; its message waits in the server's output buffer
         granted_fence = int(probe.get(f"redlease:{{{name}}}:fence") or 0)
         probe.client_kill_filter(_id=subscriptions[0])  # the message is lost with it
@@ -208,7 +240,10 @@ def test_a_grant_whose_message_is_lost_is_claimed_when_the_subscription_breaks(
 def test_twin_a_grant_that_lapsed_gives_a_later_fence(server: RedisServer) -> None:
     """The twin of the fence check: when the grant's window (0.3 s) lapses while the grantee
     is frozen (1 s), it takes the lock afresh, with a larger fence, so the check above tells
-    a claimed grant from a new acquisition."""
-    kind, acquired, fence, _, granted_fence = lost_grant(server, "lapsed-grant", 0.3, 1.0)
+    a claimed grant from a new acquisition. (Queued longer than the window, it is granted the
+    window's short lease, not the releaser's.)"""
+    kind, acquired, fence, _, granted_fence = lost_grant(
+        server, "lapsed-grant", 0.3, 1.0, queued_for=0.5
+    )
     assert (kind, acquired) == ("acquired", True)
     assert fence > granted_fence

@@ -64,6 +64,7 @@ def _granted_after_waiting(client: redis.Redis, name: str, hold: float = 0.0) ->
         time.sleep(0.01)
     seen["leading"] = hub._leader is not None
     seen["readers"] = len(_readers())
+    time.sleep(HANDOFF + 0.1)  # queued longer than the window: granted on its short lease
     holder.release()
     thread.join(30)
     redlease.close(holder_client)

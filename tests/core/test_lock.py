@@ -74,7 +74,9 @@ def test_the_lock_scripts_argv_is_built_by_name() -> None:
     )
     assert reserving == [b"t", 10, 1, 50, b"c", "7", "0"]
     release = release_args(token=b"t", window_ms=50, channels=b"c", mode=BARGING)
-    assert release == [b"t", 50, b"c", b"B", BARGE_MS, "1", ROTATION_MS, ""]
+    assert release == [b"t", 50, b"c", b"B", BARGE_MS, "1", ROTATION_MS, "", 0]
+    fair = release_args(token=b"t", window_ms=50, channels=b"c", mode=b"G", lease_ms=10)
+    assert fair[8] == 10  # ARGV[9]: the lease a head that joined within the window gets
     quiet = leave_args(token=b"t", window_ms=50, channels=b"c", mode=RESERVING, tell=False)
     assert quiet == [b"t", 50, b"c", b"R", 0, "0", 0]  # no barging turns in mode R
     assert claim_args(token=b"t", ttl_ms=10) == [b"t", 10]

@@ -191,10 +191,11 @@ def test_the_lock_scripts_argv_follows_their_contracts() -> None:
     assert acquire.told == [b"t", 10, 1, 50, WAITERS, "7", "1"]
     assert acquire.quiet == [b"t", 10, 1, 50, WAITERS, "7", "0"]
     release = redlock_argv.release(token=b"t", window_ms=50)
-    assert release.told == [b"t", 50, WAITERS, b"R", 0, "1", 0, ""]
+    assert release.told == [b"t", 50, WAITERS, b"R", 0, "1", 0, "", 0]
     assert release.quiet[5] == "0"
     requeue = redlock_argv.requeue("7", 10)
-    assert redlock_argv.release(token=b"t", window_ms=50, requeue=requeue).told[6:] == [0, "7 10"]
+    requeued = redlock_argv.release(token=b"t", window_ms=50, requeue=requeue)
+    assert requeued.told[6:] == [0, "7 10", 0]
     leave = redlock_argv.leave(token=b"t", window_ms=50)
     assert leave.told == release.told[:7] and leave.quiet == release.quiet[:7]
 

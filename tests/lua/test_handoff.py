@@ -1,9 +1,10 @@
 """The hand-off modes of the lock scripts, one transition at a time (``lua/lock_lib.lua``).
 
 Fair ("G"): a release grants the lock to the first queued waiter whose process listens, with a
-fresh fence and the short lease of the hand-off window; a waiter whose process does not
-listen is skipped at once. Barging ("B"): a release wakes the queue head ("F") and lets anyone
-take the lock, until the head has waited ``barge`` ms; then a release grants it.
+fresh fence and the short lease of the hand-off window (the releaser's lease if it joined the
+queue within the window); a waiter whose process does not listen is skipped at once.
+Barging ("B"): a release wakes the queue head ("F") and lets anyone take the lock, until the
+head has waited ``barge`` ms; then a release grants it.
 """
 
 from __future__ import annotations
@@ -59,6 +60,40 @@ def test_a_fair_release_grants_the_lock_to_the_listening_head(
     assert kinds == [b"Gp2.b", b"Np3.c"]  # the grant, and when the next one should check
     grant = [m for m in messages() or [] if m.startswith(b"G")]
     assert grant == []  # one message each, no more
+
+
+def fair_release(client: redis.Redis, token: bytes, lease: int) -> int:
+    """release.lua, fair, with the releaser's lease (ARGV[9]) as the Lock sends it."""
+    args = [token, WINDOW, CHANNELS, b"G", 0, b"1", 0, b"", lease]
+    return int(client.eval(RELEASE.source, 4, *KEYS.in_order(), *args))
+
+
+def test_a_head_that_joined_within_the_window_is_granted_the_releasers_lease(
+    client: redis.Redis, listen: Any
+) -> None:
+    messages = listen(b"p2", b"p3")
+    acquire(client, b"p1.a", b"G")
+    acquire(client, b"p2.b", b"G")
+    acquire(client, b"p3.c", b"G")
+    assert fair_release(client, b"p1.a", LEASE) == 1
+    assert client.get(KEYS.lock) == b"p2.b"
+    assert client.pttl(KEYS.lock) > WINDOW  # as if it had taken the lock itself
+    [grant] = messages()  # nobody is told to check on it: it was alive a moment ago
+    assert grant.startswith(b"Gp2.b ") and int(grant.split(b" ")[2]) == LEASE
+
+
+def test_twin_a_head_queued_longer_than_the_window_is_granted_the_short_lease(
+    client: redis.Redis, listen: Any
+) -> None:
+    messages = listen(b"p2", b"p3")
+    acquire(client, b"p1.a", b"G")
+    acquire(client, b"p2.b", b"G")
+    acquire(client, b"p3.c", b"G")
+    time.sleep(WINDOW / 1000 + 0.1)
+    assert fair_release(client, b"p1.a", LEASE) == 1
+    assert 0 < client.pttl(KEYS.lock) <= WINDOW  # to be claimed, or skipped when it ends
+    kinds = [m.split(b" ")[0] for m in messages()]
+    assert kinds == [b"Gp2.b", b"Np3.c"]
 
 
 def test_the_grant_message_carries_the_fence_the_lease_and_the_server_time(

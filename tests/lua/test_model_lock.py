@@ -98,7 +98,10 @@ class LockMachine(RuleBasedStateMachine):
 
     def _pass(self, script: Script, token: bytes) -> int:
         keys = KEYS.in_order()
-        return int(self.run(script, keys, [token, WINDOW, CHANNELS, self.mode, LEASE, b"1", 0]))
+        args = [token, WINDOW, CHANNELS, self.mode, LEASE, b"1", 0]
+        if script is not LEAVE:  # release.lua: no requeue; a head granted within the window
+            args += [b"", LEASE]  # gets the releaser's lease (here the window itself)
+        return int(self.run(script, keys, args))
 
     def _pass_on(self) -> None:
         """After the lock became free: fair, the head is granted it; barging, the head is
@@ -321,7 +324,8 @@ def test_twin_a_release_that_ignores_the_token_is_caught(
 
 SILENT = variant(
     RELEASE,
-    "pass_on(lock, fence, queue, handoff, channels, window, ARGV[4] or 'R', barge_ms, rotation_ms)",
+    "pass_on(lock, fence, queue, handoff, channels, window, ARGV[4] or 'R', barge_ms, "
+    "rotation_ms,\n        lease_ms)",
     "",
 )
 """release.lua that frees the lock and tells no waiter: the queue waits for nothing."""

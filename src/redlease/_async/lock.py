@@ -326,7 +326,7 @@ class AsyncLock(AsyncHandle):
             renewal = self._runtime().renewal
             return self._holding_for(owner, token, fence, expires_at, renewal, RENEW)
 
-        return AsyncGrantee(claim, granted, self._runtime, lambda: self.renew)
+        return AsyncGrantee(claim, self._ttl_ms, granted, self._runtime, lambda: self.renew)
 
     async def _attempt(self, token: bytes, *, join: bool, deadline: float | None) -> Any:
         args = acquire_args(
@@ -428,7 +428,11 @@ class AsyncLock(AsyncHandle):
     def _release_args(self, token: bytes) -> list[Any]:
         """release.lua's ARGV for ``token`` (built by name in ``_core/lock.py``)."""
         return release_args(
-            token=token, window_ms=self._window_ms, channels=self._channels(), mode=self._mode
+            token=token,
+            window_ms=self._window_ms,
+            channels=self._channels(),
+            mode=self._mode,
+            lease_ms=self._ttl_ms,
         )
 
     def _channels(self) -> bytes:

@@ -33,7 +33,8 @@ __all__ = ["AsyncClaimReply", "AsyncGrantee", "AsyncUnread"]
 class AsyncGrantee:
     """How a fair Lock's waiter takes a grant its hub read (see ``waiters.Grantee``).
 
-    ``claim``: the call (script, keys, args) that takes up its own lease; ``granted(fence,
+    ``claim``: the call (script, keys, args) that takes up its own lease of ``ttl_ms`` (a
+    grant on that lease, read fresh, needs none); ``granted(fence,
     expires_at)`` builds the holding (``expires_at``: local monotonic end of the grant's short
     lease); ``runtime``: the lock's runtime (its renewer); ``renews()``: whether the lock's
     watchdog renews it (only then may a claim's reply be left unread).
@@ -42,11 +43,13 @@ class AsyncGrantee:
     def __init__(
         self,
         claim: tuple[Script, list[bytes], list[Any]],
+        ttl_ms: int,
         granted: Callable[[int, float], Holding],
         runtime: Callable[[], AsyncRuntime],
         renews: Callable[[], bool],
     ) -> None:
         self.claim = claim
+        self.ttl_ms = ttl_ms
         self._granted = granted
         self._runtime = runtime
         self._renews = renews
@@ -57,10 +60,13 @@ class AsyncGrantee:
         should not wait for replies: a fresh grant's reply is left to its holding."""
         grant = waiter.grant
         assert grant is not None
-        fence, expires_at, fresh = grant
+        fence, expires_at, fresh, lease_ms = grant
         result = self._granted(fence, expires_at)
         if fresh:
             hub.hand(waiter, result)
+            if lease_ms == self.ttl_ms:  # granted on its own lease: nothing to claim
+                hub.settle(waiter, None)
+                return None
         sent = time.monotonic()
         try:
             pending = await hub.backend.send(*self.claim)

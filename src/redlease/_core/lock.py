@@ -131,10 +131,12 @@ def release_args(
     mode: bytes,
     tell: bool = True,
     requeue: str = "",
+    lease_ms: int = 0,
 ) -> list[Any]:
     """release.lua: release ``token``'s hold and pass the lock on to the queue head (who has
-    ``window_ms`` to take or claim it); ``requeue``: the token goes on waiting (Redlock)."""
-    return [*_pass_on(token, window_ms, channels, mode, tell), requeue]
+    ``window_ms`` to take or claim it); ``requeue``: the token goes on waiting (Redlock);
+    ``lease_ms`` (fair): the lease a head that joined within the window is granted on."""
+    return [*_pass_on(token, window_ms, channels, mode, tell), requeue, lease_ms]
 
 
 def leave_args(

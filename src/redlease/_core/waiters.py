@@ -123,8 +123,9 @@ class Waiter:
     retry_at: float | None = None  # the lease we were told about runs out
     check_at: float | None = None  # the reservation of the waiter ahead of us lapses
     grantee: Grantee | None = None  # it may be granted the lock directly (a fair Lock)
-    # (fence, local end of its short lease, fresh): claim it; if not fresh, wake it after
-    grant: tuple[int, float, bool] | None = None
+    # (fence, local end of the grant's lease, fresh, that lease in ms): claim it unless it is
+    # fresh and on the waiter's own lease; if not fresh, wake it after the claim
+    grant: tuple[int, float, bool, int] | None = None
     result: Any = None  # what the grant made: acquire() returns it
     heard: float | None = None  # when an H (reserved for it) came, since its last attempt
     solo: bool = True  # its acquire waits on this hub alone (its thread may read the hub)
@@ -228,9 +229,10 @@ class WaiterTable:
             late = self.clock.late(server_ms, now)
             self.clock.sample(server_ms, now)
             if waiter.grantee is not None and waiter.result is None:
-                # Fresh: read within half its short lease, so the claim lands in time.
+                # Fresh: read within half its lease, so the claim lands in time.
                 fresh = late is not None and late < lease_ms / 2000
-                waiter.grant = (fence, now + lease_ms / 1000 - SLACK, fresh)
+                ends = now - (late or 0.0) + lease_ms / 1000 - SLACK
+                waiter.grant = (fence, ends, fresh, lease_ms)
             return [waiter]
         seconds = _seconds(ms)
         if kind == b"H":

@@ -327,7 +327,7 @@ class Lock(Handle):
             renewal = self._runtime().renewal
             return self._holding_for(owner, token, fence, expires_at, renewal, RENEW)
 
-        return Grantee(claim, granted, self._runtime, lambda: self.renew)
+        return Grantee(claim, self._ttl_ms, granted, self._runtime, lambda: self.renew)
 
     def _attempt(self, token: bytes, *, join: bool, deadline: float | None) -> Any:
         args = acquire_args(
@@ -429,7 +429,11 @@ class Lock(Handle):
     def _release_args(self, token: bytes) -> list[Any]:
         """release.lua's ARGV for ``token`` (built by name in ``_core/lock.py``)."""
         return release_args(
-            token=token, window_ms=self._window_ms, channels=self._channels(), mode=self._mode
+            token=token,
+            window_ms=self._window_ms,
+            channels=self._channels(),
+            mode=self._mode,
+            lease_ms=self._ttl_ms,
         )
 
     def _channels(self) -> bytes:

@@ -34,7 +34,8 @@ __all__ = ["ClaimReply", "Grantee", "Unread"]
 class Grantee:
     """How a fair Lock's waiter takes a grant its hub read (see ``waiters.Grantee``).
 
-    ``claim``: the call (script, keys, args) that takes up its own lease; ``granted(fence,
+    ``claim``: the call (script, keys, args) that takes up its own lease of ``ttl_ms`` (a
+    grant on that lease, read fresh, needs none); ``granted(fence,
     expires_at)`` builds the holding (``expires_at``: local monotonic end of the grant's short
     lease); ``runtime``: the lock's runtime (its renewer); ``renews()``: whether the lock's
     watchdog renews it (only then may a claim's reply be left unread).
@@ -43,11 +44,13 @@ class Grantee:
     def __init__(
         self,
         claim: tuple[Script, list[bytes], list[Any]],
+        ttl_ms: int,
         granted: Callable[[int, float], Holding],
         runtime: Callable[[], Runtime],
         renews: Callable[[], bool],
     ) -> None:
         self.claim = claim
+        self.ttl_ms = ttl_ms
         self._granted = granted
         self._runtime = runtime
         self._renews = renews
@@ -58,10 +61,13 @@ class Grantee:
         should not wait for replies: a fresh grant's reply is left to its holding."""
         grant = waiter.grant
         assert grant is not None
-        fence, expires_at, fresh = grant
+        fence, expires_at, fresh, lease_ms = grant
         result = self._granted(fence, expires_at)
         if fresh:
             hub.hand(waiter, result)
+            if lease_ms == self.ttl_ms:  # granted on its own lease: nothing to claim
+                hub.settle(waiter, None)
+                return None
         sent = time.monotonic()
         try:
             pending = hub.backend.send(*self.claim)

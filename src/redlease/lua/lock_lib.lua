@@ -58,17 +58,24 @@ end
 -- `caller` (who takes it itself; returned, still queued). The grantee holds it from now on
 -- with a fresh fence and a lease of `claim_ms`, which it extends to its own lease when it
 -- hears of it (claim.lua); a grantee that never does is skipped when that short lease ends
--- (the next waiter is told when to check). Returns the token granted to, `caller`, or nil.
-local function grant_lock(lock, fence, queue, channels, claim_ms, caller)
+-- (the next waiter is told when to check). A head that joined the queue less than `claim_ms`
+-- ago is granted `lease_ms` instead, if given (the releaser's lease): it was alive that
+-- recently, as a caller that takes the lock itself is, so nothing is claimed or checked.
+-- Returns the token granted to, `caller`, or nil.
+local function grant_lock(lock, fence, queue, channels, claim_ms, caller, lease_ms)
   for _ = 1, SKIP do
-    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    local first = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
+    local head = first[1]
     if not head or head == caller then return head end
     redis.call('ZREM', queue, head)
     local issued = next_fence(fence)
-    local detail = string.format('%d %d %d', issued, claim_ms, now_ms())
+    local now = now_us()
+    local granted = claim_ms
+    if lease_ms and now - tonumber(first[2]) < claim_ms * 1000 then granted = lease_ms end
+    local detail = string.format('%d %d %d', issued, granted, math.floor(now / 1000))
     if tell(channels, head, 'G', detail) > 0 then
-      redis.call('SET', lock, head, 'PX', claim_ms)
-      local second = redis.call('ZRANGE', queue, 0, 0)[1]
+      redis.call('SET', lock, head, 'PX', granted)
+      local second = granted == claim_ms and redis.call('ZRANGE', queue, 0, 0)[1]
       if second then tell(channels, second, 'N', claim_ms) end
       return head
     end
@@ -135,10 +142,12 @@ local function barge(lock, fence, queue, handoff, channels, claim_ms, barge_ms, 
   end
 end
 
--- The lock became free (released, or given up by a grantee): pass it on as `mode` says.
-local function pass_on(lock, fence, queue, handoff, channels, window, mode, barge_ms, rotation_ms)
+-- The lock became free (released, or given up by a grantee): pass it on as `mode` says
+-- (`lease_ms`, mode G: the releaser's lease, for a head that joined within the window).
+local function pass_on(lock, fence, queue, handoff, channels, window, mode, barge_ms, rotation_ms,
+                       lease_ms)
   if mode == 'G' then
-    grant_lock(lock, fence, queue, channels, window, nil)
+    grant_lock(lock, fence, queue, channels, window, nil, lease_ms)
   elseif mode == 'B' then
     barge(lock, fence, queue, handoff, channels, window, barge_ms, rotation_ms)
   else

@@ -21,6 +21,8 @@
 --                  that granted it would lack it in its queue, reserve the lock for another
 --                  head than the rest do, and split the next vote too (a crowd arriving at
 --                  once kept splitting that way).
+-- ARGV[9] lease    optional, mode G: the releaser's lease in ms ("0": none); a head that
+--                  joined the queue within the window is granted the lock on it, unclaimed
 -- Returns 1 released; 0 not held with this token (nothing was changed)
 local lock, fence, queue, handoff = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, window, channels = ARGV[1], tonumber(ARGV[2]), ARGV[3]
@@ -40,5 +42,8 @@ if requeue ~= '' then
   return 1
 end
 local barge_ms, rotation_ms = tonumber(ARGV[5] or '0'), tonumber(ARGV[7] or '0')
-pass_on(lock, fence, queue, handoff, channels, window, ARGV[4] or 'R', barge_ms, rotation_ms)
+local lease_ms = tonumber(ARGV[9] or '0')
+if lease_ms <= 0 then lease_ms = nil end
+pass_on(lock, fence, queue, handoff, channels, window, ARGV[4] or 'R', barge_ms, rotation_ms,
+        lease_ms)
 return 1
