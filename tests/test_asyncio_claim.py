@@ -1,6 +1,6 @@
-"""asyncio: the hub's reader task sends a fresh grant's claim and wakes the waiter without
-reading the claim's reply; whoever next relies on the lease reads it (the release behind it,
-``extend()``, or the watchdog within a third of the grant's short lease).
+"""asyncio: the hub's reader (the leading task) sends a fresh grant's claim and wakes the
+waiter without reading the claim's reply; whoever next relies on the lease reads it (the
+release behind it, ``extend()``, or the watchdog within a third of the grant's short lease).
 
 A task granted the lock that then holds it past the hand-off window without touching it is
 held on its full lease (the twin: were the watchdog to schedule the grant as any holding, the

@@ -9,7 +9,7 @@ claim is read later, by whoever next relies on its lease.
   grant's short lease, forget the lock after it, and refuse to release a lock that Redis holds).
 * Threads following a leader lose no wake-up when it stops reading (a crowd, taking turns).
 
-asyncio has no leader: its reader task wakes a waiter with a task switch, which costs little.
+asyncio's hub leads the same way: tests/test_asyncio_leader.py.
 """
 
 from __future__ import annotations

@@ -129,10 +129,8 @@ def test_twin_a_kept_traceback_keeps_the_handle_and_its_lease(
 def test_twin_the_hub_keeping_the_error_itself_leaks_the_handle(
     client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The old hub (it kept the error as caught) fails the check above in threads, where the
-    waiter reads the subscription itself (asyncio's reader task holds no waiter's frames)."""
-    if Tasks.ASYNC:
-        pytest.skip("asyncio: the reader task's frames hold no handle")
+    """The old hub (it kept the error as caught) fails the check above: the waiting thread or
+    task reads the subscription itself, so the error's frames hold the waiter's handle."""
     monkeypatch.setattr(hub_module, "kept", lambda exc, fallback=None: exc)
     alive, gone = dropped_after_pubsub_kill(client, "kept:old", ttl=3.0, handoff=1.0)
     assert alive

@@ -7,13 +7,13 @@ waiters the messages name, and a waiter whose predecessor's turn lapsed. If the 
 breaks, every waiter is woken to try again (messages may have been lost) and the next one to
 wait subscribes again.
 
-Who reads: in asyncio, a reader task, which exits after ``linger`` seconds without waiters.
-In threads, a leader/follower hub: a waiting thread reads the connection itself while nobody
-else does (:meth:`AsyncHub.wait`), so the message that ends its wait wakes it directly; the
-other waiting threads sleep until the leader wakes them or, when it stops reading, rings one
-of them to take over. A reader thread reads only while a waiter cannot lead (a Redlock
-waiter waits on several hubs; and until the subscription is confirmed); the subscription then
-stays open while the client's redlease runtime lives, like a pooled connection.
+Who reads: a leader/follower hub, in threads and in asyncio: a waiting thread or task reads
+the connection itself while nobody else does (:meth:`AsyncHub.wait`), so the message that ends
+its wait wakes it directly; the other waiters sleep until the leader wakes them or, when it
+stops reading, rings one of them to take over. A reader thread or task reads only while a
+waiter cannot lead (a Redlock waiter waits on several hubs; and until the subscription is
+confirmed); the subscription then stays open while the client's redlease runtime lives, like a
+pooled connection.
 """
 
 from __future__ import annotations
@@ -369,8 +369,12 @@ class AsyncHub:
                 self._table.confirmed = False
                 self._pubsub = None
                 self._reader = None
-        if granted:  # a thread reads on; a task's reader never waits on a claim's reply
-            await self._grant(granted, woken, defer=lead or not AsyncBackground.LEADS)
+        if granted:  # a reader thread reads on; a leader or a task never waits on a reply
+            try:
+                await self._grant(granted, woken, defer=lead or AsyncBackground.ASYNC)
+            except BaseException:  # a leading task cancelled: they try again, and claim
+                self._wake_all(woken)
+                raise
         else:
             _signal(woken)
         for waiter in lapsed:
@@ -379,6 +383,11 @@ class AsyncHub:
             await _close(pubsub)
             return False
         return True
+
+    @staticmethod
+    def _wake_all(woken: list[Waiter]) -> None:
+        """Wake the waiters a message named whose grants were not all handed out."""
+        _signal(woken)
 
     async def _grant(self, granted: list[Waiter], woken: list[Waiter], *, defer: bool) -> None:
         """Hand each grant to its waiter's grantee, which sends the claim; wake the woken, then

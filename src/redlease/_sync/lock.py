@@ -111,7 +111,9 @@ class Lock(Handle):
         :param handoff: seconds the next queued waiter has to claim the lock a release granted
             it (it holds the lock on a lease this short until its claim lands, which takes
             one round trip after it hears of it); a waiter that does not is skipped. A waiter
-            whose process has died is skipped at once: its subscription is gone.
+            whose process has died is skipped at once: its subscription is gone. One that
+            joined the queue less than this before the grant is granted the releaser's lease
+            instead, as if it had taken the lock itself.
         :param fair: ``True`` (default): waiters get the lock in the order they queued. ``False``
             (barging, Redisson's default): a release frees the lock and wakes the first
             waiter, and whoever comes first takes it, so a process that releases and

@@ -63,17 +63,22 @@ class Grantee:
         assert grant is not None
         fence, expires_at, fresh, lease_ms = grant
         result = self._granted(fence, expires_at)
-        if fresh:
+        if fresh and lease_ms == self.ttl_ms:  # granted on its own lease: nothing to claim
             hub.hand(waiter, result)
-            if lease_ms == self.ttl_ms:  # granted on its own lease: nothing to claim
-                hub.settle(waiter, None)
-                return None
+            hub.settle(waiter, None)
+            return None
         sent = time.monotonic()
         try:
             pending = hub.backend.send(*self.claim)
         except RedisError as exc:  # it holds the grant's short lease: its renewer goes on
+            if fresh:
+                hub.hand(waiter, result)
             self.settle(hub, waiter, result, exc, sent)
             return None
+        # Handed only once the claim is sent: a leading task cancelled before leaves the
+        # waiter to try again, which claims the grant it finds (acquire_lib.lua's held()).
+        if fresh:
+            hub.hand(waiter, result)
         if defer and fresh:
             unread = Unread(hub, self, result, pending, sent)
             if self._unread(result, unread):

@@ -25,9 +25,9 @@ class AsyncBackground:
     """What may release or extend a held lock (any task of its loop), in error messages."""
     ASYNC = True
     """Coroutine callbacks can be run (on the lock's event loop)."""
-    LEADS = False
-    """A waiter does not read its hub's subscription itself: the reader task wakes it with a
-    task switch, which costs little (see ``AsyncHub.wait``)."""
+    LEADS = True
+    """A waiting task reads its hub's subscription itself while nobody else does (a
+    leader/follower hub), so its own wake-up message wakes it with no reader task between."""
 
     def __init__(self, target: Callable[[], Awaitable[None]], name: str) -> None:
         async def run() -> None:
