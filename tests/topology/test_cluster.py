@@ -10,6 +10,7 @@ import redis
 import redis.asyncio.cluster
 import redis.cluster
 
+from redlease.server import RedisServer
 from redlease.topology import SLOTS, RedisClusterServers, key_slot
 from redlease.topology._common import poll
 
@@ -93,6 +94,36 @@ def test_heal_brings_a_killed_master_back_as_a_replica(cluster: RedisClusterServ
     assert killed.running
     assert cluster.replicas_of(promoted) == [killed]
     assert len(cluster.masters) == 3
+
+
+def _orphan_a_master(cluster: RedisClusterServers) -> RedisServer:
+    """Move one master's replica under another master, as failovers can leave them."""
+    first, second = cluster.masters[:2]
+    (moved,) = cluster.replicas_of(second)
+    with moved.client() as conn:
+        conn.execute_command("CLUSTER REPLICATE", cluster.node_id(first))
+    poll("the replica to move", lambda: True if not cluster.replicas_of(second) else None, 30)
+    return second
+
+
+def test_heal_gives_a_master_left_without_a_replica_one_again(
+    cluster: RedisClusterServers,
+) -> None:
+    orphan = _orphan_a_master(cluster)
+    cluster.heal()
+    assert all(len(cluster.replicas_of(m)) == 1 for m in cluster.masters)
+    assert orphan in cluster.masters
+
+
+def test_twin_without_balancing_the_master_stays_alone(
+    cluster: RedisClusterServers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    orphan = _orphan_a_master(cluster)
+    with monkeypatch.context() as patch:
+        patch.setattr(RedisClusterServers, "_balance_replicas", lambda self: False)
+        cluster.heal()
+        assert cluster.replicas_of(orphan) == []
+    cluster.heal()  # balanced again for the tests after
 
 
 def test_migrating_a_slot_moves_its_keys_and_ttls_while_clients_follow(

@@ -284,6 +284,33 @@ class RedisClusterServers:
                 srv.resume()
         parallel(srv.start for srv in self._servers if not srv.running)
         self.wait_healthy(timeout=timeout)
+        if self._balance_replicas():
+            poll("every master to have a replica again", self._balanced, timeout)
+            self.wait_healthy(timeout=timeout)
+
+    def _orphans_and_spares(self) -> tuple[list[str], list[int]]:
+        """Masters with no replica, and the ports of replicas beyond a master's first: after
+        failovers a restarted node can rejoin under a master that has one already."""
+        view = self._view()
+        orphans, spares = [], []
+        for master in (i for i in view.values() if i.is_master and i.slots and not i.failed):
+            ports = [i.port for i in view.values() if i.master_id == master.node_id]
+            if not ports and self._n_replicas:
+                orphans.append(master.node_id)
+            spares += ports[1:]
+        return orphans, spares
+
+    def _balance_replicas(self) -> bool:
+        """Move spare replicas to masters left with none; True if any moved."""
+        orphans, spares = self._orphans_and_spares()
+        for orphan, port in zip(orphans, spares, strict=False):
+            with probe(port) as conn:
+                conn.execute_command("CLUSTER REPLICATE", orphan)
+        return bool(orphans and spares)
+
+    def _balanced(self) -> bool | None:
+        orphans, spares = self._orphans_and_spares()
+        return None if orphans and spares else True
 
     def wait_healthy(self, *, timeout: float = READY_TIMEOUT) -> None:
         """Wait until every node is up, agrees on all slots, and every replica is synced."""
