@@ -73,36 +73,65 @@ async def test_twin_without_leading_a_reader_task_reads(
     assert seen == {"leading": False, "readers": 1, "acquired": True}
 
 
+class Queue:
+    """Locks ``name-<part>`` held on another client, and a task on ``client`` waiting for
+    each, queued in order: the first leads the hub, the others follow it."""
+
+    def __init__(self, client: redis.asyncio.Redis, name: str) -> None:
+        self.name = name
+        self.holder_client = redis.asyncio.Redis(connection_pool=client.connection_pool)
+        self.hub = runtime_for(client).hub
+        self._client = client
+        self.held: dict[str, Any] = {}
+        self.locks: dict[str, Any] = {}
+        self.tasks: dict[str, asyncio.Task[Any]] = {}
+        self.fences: dict[str, int | None] = {}
+
+    async def wait_on(self, *parts: str) -> None:
+        for part in parts:
+            self.held[part] = redlease.Lock(self.holder_client, f"{self.name}-{part}", ttl=30)
+            assert await self.held[part].acquire()
+        for count, part in enumerate(parts):
+            self.locks[part] = redlease.Lock(self._client, f"{self.name}-{part}", ttl=30)
+            self.tasks[part] = asyncio.create_task(self.locks[part].acquire(timeout=20))
+            await _until(lambda n=count: self._queued(n))
+
+    def _queued(self, followers: int) -> bool:
+        return self.hub._leader is not None and len(self.hub._followers) == followers
+
+    async def got(self, part: str) -> bool:
+        """Whether ``part``'s task got its lock within 3 s (released again if so)."""
+        task = self.tasks[part]
+        done, _ = await asyncio.wait({task}, timeout=3.0)
+        if done and task.result():
+            self.fences[part] = self.locks[part].fence
+            await self.locks[part].release()
+            return True
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return False
+
+    async def close(self) -> None:
+        for part, task in self.tasks.items():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            if await self.held[part].owned():
+                await self.held[part].release()
+        await redlease.close(self.holder_client)
+
+
 async def _cancel_the_leader(client: redis.asyncio.Redis, name: str) -> dict[str, Any]:
-    """Two locks held elsewhere; task A waits on the first (it leads), task B on the second
-    (it follows); A is cancelled; the second is released. How soon B gets it."""
-    holder_client = redis.asyncio.Redis(connection_pool=client.connection_pool)
-    first = redlease.Lock(holder_client, name + "-a", ttl=30)
-    second = redlease.Lock(holder_client, name + "-b", ttl=30)
-    assert await first.acquire() and await second.acquire()
-    hub = runtime_for(client).hub
-    a = asyncio.create_task(redlease.Lock(client, name + "-a", ttl=30).acquire(timeout=20))
-    await _until(lambda: hub._leader is not None)
-    b_lock = redlease.Lock(client, name + "-b", ttl=30)
-    b = asyncio.create_task(b_lock.acquire(timeout=20))
-    await _until(lambda: len(hub._followers) == 1)
-    pubsub = hub._pubsub
-    a.cancel()
+    """Task A waits on one lock (it leads), task B on another (it follows); A is cancelled;
+    B's lock is released. Whether B gets it at once."""
+    queue = Queue(client, name)
+    await queue.wait_on("a", "b")
+    pubsub = queue.hub._pubsub
+    queue.tasks["a"].cancel()
     with pytest.raises(asyncio.CancelledError):
-        await a
-    await second.release()
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    done, _ = await asyncio.wait({b}, timeout=3.0)
-    seen = {"woken": bool(done) and b.result(), "waited": loop.time() - started}
-    seen["same_subscription"] = hub._pubsub is pubsub
-    if not done:
-        b.cancel()
-        await asyncio.gather(b, return_exceptions=True)
-    else:
-        await b_lock.release()
-    await first.release()
-    await redlease.close(holder_client)
+        await queue.tasks["a"]
+    await queue.held["b"].release()
+    seen = {"woken": await queue.got("b"), "same_subscription": queue.hub._pubsub is pubsub}
+    await queue.close()
     return seen
 
 
@@ -127,43 +156,22 @@ async def _cancelled_while_granting(
 ) -> dict[str, Any]:
     """Task A leads (waiting on one lock), tasks C then B follow (waiting on two others); the
     grant of B's lock is read by A, which is cancelled while it hands it out: C is rung to
-    lead. Whether B, asleep, gets the lock."""
-    holder_client = redis.asyncio.Redis(connection_pool=client.connection_pool)
-    first = redlease.Lock(holder_client, name + "-a", ttl=30)
-    second = redlease.Lock(holder_client, name + "-b", ttl=30)
-    third = redlease.Lock(holder_client, name + "-c", ttl=30)
-    assert await first.acquire() and await second.acquire() and await third.acquire()
-    hub = runtime_for(client).hub
-    a = asyncio.create_task(redlease.Lock(client, name + "-a", ttl=30).acquire(timeout=20))
-    await _until(lambda: hub._leader is not None)
-    c = asyncio.create_task(redlease.Lock(client, name + "-c", ttl=30).acquire(timeout=20))
-    await _until(lambda: len(hub._followers) == 1)
-    b_lock = redlease.Lock(client, name + "-b", ttl=30)
-    b = asyncio.create_task(b_lock.acquire(timeout=20))
-    await _until(lambda: len(hub._followers) == 2)
+    lead. Whether B, asleep, gets the lock, and with which fence."""
+    queue = Queue(client, name)
+    await queue.wait_on("a", "c", "b")
 
     async def cancelled(self: Any, hub: Any, waiter: Any, defer: bool) -> Any:
         raise asyncio.CancelledError  # as if A were cancelled right here
 
     monkeypatch.setattr(lock_claim.AsyncGrantee, "take", cancelled)
-    await second.release()
+    await queue.held["b"].release()
     with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(a, 10)
+        await asyncio.wait_for(queue.tasks["a"], 10)
     monkeypatch.undo()
-    done, _ = await asyncio.wait({b}, timeout=3.0)
-    seen = {"woken": bool(done) and b.result()}
-    if done:
-        seen["fence"] = b_lock.fence
-        await b_lock.release()
-    else:
-        b.cancel()
-        await asyncio.gather(b, return_exceptions=True)
+    seen: dict[str, Any] = {"woken": await queue.got("b")}
+    seen["fence"] = queue.fences.get("b")
     seen["granted_fence"] = int(await client.get(f"redlease:{{{name}-b}}:fence") or 0)
-    c.cancel()
-    await asyncio.gather(c, return_exceptions=True)
-    await first.release()
-    await third.release()
-    await redlease.close(holder_client)
+    await queue.close()
     return seen
 
 

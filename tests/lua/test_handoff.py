@@ -68,13 +68,18 @@ def fair_release(client: redis.Redis, token: bytes, lease: int) -> int:
     return int(client.eval(RELEASE.source, 4, *KEYS.in_order(), *args))
 
 
+def held_with_two_queued(client: redis.Redis, listen: Any) -> Any:
+    """p1.a holds the lock, p2.b and p3.c queue behind it (their processes listen)."""
+    messages = listen(b"p2", b"p3")
+    for token in (b"p1.a", b"p2.b", b"p3.c"):
+        acquire(client, token, b"G")
+    return messages
+
+
 def test_a_head_that_joined_within_the_window_is_granted_the_releasers_lease(
     client: redis.Redis, listen: Any
 ) -> None:
-    messages = listen(b"p2", b"p3")
-    acquire(client, b"p1.a", b"G")
-    acquire(client, b"p2.b", b"G")
-    acquire(client, b"p3.c", b"G")
+    messages = held_with_two_queued(client, listen)
     assert fair_release(client, b"p1.a", LEASE) == 1
     assert client.get(KEYS.lock) == b"p2.b"
     assert client.pttl(KEYS.lock) > WINDOW  # as if it had taken the lock itself
@@ -85,10 +90,7 @@ def test_a_head_that_joined_within_the_window_is_granted_the_releasers_lease(
 def test_twin_a_head_queued_longer_than_the_window_is_granted_the_short_lease(
     client: redis.Redis, listen: Any
 ) -> None:
-    messages = listen(b"p2", b"p3")
-    acquire(client, b"p1.a", b"G")
-    acquire(client, b"p2.b", b"G")
-    acquire(client, b"p3.c", b"G")
+    messages = held_with_two_queued(client, listen)
     time.sleep(WINDOW / 1000 + 0.1)
     assert fair_release(client, b"p1.a", LEASE) == 1
     assert 0 < client.pttl(KEYS.lock) <= WINDOW  # to be claimed, or skipped when it ends
