@@ -176,22 +176,27 @@ class AsyncHub:
                     _signal(ring)
                 return
             left = None if end is None else max(end - time.monotonic(), 0.0)
-            await event.wait(left)
-            with self._guard:
-                self._followers.remove(waiter)
-                again = (
-                    waiter.promoted
-                    and not waiter.woken
-                    and waiter.result is None
-                    and (end is None or time.monotonic() < end)
-                )
-                waiter.promoted = False
-                if again:
-                    event.clear()  # rung only to lead: nothing happened to it
-                    ring = []
-                else:
-                    ring = self._successor()  # not leading after all: pass the ring on
-            _signal(ring)
+            gone = True  # cancelled: a follower that is gone must not be left rung to lead
+            try:
+                await event.wait(left)
+                gone = False
+            finally:
+                with self._guard:
+                    self._followers.remove(waiter)
+                    again = (
+                        not gone
+                        and waiter.promoted
+                        and not waiter.woken
+                        and waiter.result is None
+                        and (end is None or time.monotonic() < end)
+                    )
+                    waiter.promoted = False
+                    if again:
+                        event.clear()  # rung only to lead: nothing happened to it
+                        ring = []
+                    else:
+                        ring = self._successor()  # not leading after all: pass the ring on
+                _signal(ring)
             if not again:
                 return
 
