@@ -185,6 +185,20 @@ def private_kwargs(pool: Any, retry: Any, timeout: float | None = None) -> dict[
     return kwargs
 
 
+class _Cut:
+    """Closes a connection's socket under a pending read (its timer's callback)."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+        self.done = False
+
+    def __call__(self) -> None:
+        self.done = True
+        writer = getattr(self._conn, "_writer", None)
+        if writer is not None:
+            writer.transport.abort()  # the read sees the end of the stream at once
+
+
 class AsyncConnections:
     """Connection-level calls on redis-py asyncio pools and connections."""
 
@@ -212,46 +226,54 @@ class AsyncConnections:
         return await pool.get_connection()
 
     @staticmethod
-    async def send(conn: Any, *args: Any) -> None:
-        """Write one command."""
-        await conn.send_command(*args)
+    async def send(conn: Any, *args: Any, check_health: bool = True) -> None:
+        """Write one command (packed by redis-py, written as :meth:`write` does)."""
+        await AsyncConnections.write(conn, conn.pack_command(*args), check_health)
 
     @staticmethod
     async def write(conn: Any, packed: list[bytes], check_health: bool) -> None:
         """Write a packed command (see :func:`pack_command`).
 
-        redis-py wraps every write in ``asyncio.wait_for`` (a task per write) when the
-        connection has a socket timeout, as every private pool's has. A command of a few
-        hundred bytes on a connected socket with nothing buffered is written (or buffered) at
-        once and never waits, so it is handed to the transport directly; anything else (not
-        connected, a health check due, bytes still buffered) goes through redis-py's write,
-        with its drain and timeout. A broken socket shows on the read that follows.
+        redis-py wraps every write in ``asyncio.wait_for`` when the connection has a socket
+        timeout, as every private pool's has: a task per write, and on Python 3.10-3.11 a
+        cancellation that comes as the write ends is swallowed. So a connected socket gets
+        the bytes directly (the transport buffers them; every command's reply is read before
+        more than a few are written); only a due health check goes through redis-py's write.
+        A broken socket shows on the read that follows.
         """
-        writer = getattr(conn, "_writer", None)
-        if (
-            writer is None
-            or not conn.is_connected
-            or (check_health and conn.health_check_interval)
-            or writer.transport.get_write_buffer_size()
-        ):
-            await conn.send_packed_command(packed, check_health=check_health)
+        if not conn.is_connected:
+            await conn.connect()  # the handshake, bounded without wait_for (handshake())
+        if check_health and conn.health_check_interval:
+            await conn.send_packed_command(packed, check_health=True)
             return
-        writer.writelines(packed)
+        conn._writer.writelines(packed)
 
     @staticmethod
     async def read(conn: Any, timeout: float | None) -> Any:
         """The next reply, within ``timeout`` seconds (``None``: the socket timeout).
 
         Raises :class:`redis.exceptions.TimeoutError` when it does not come in time; never
-        returns ``None`` for a missing reply (``read_response(timeout=...)`` would). The read is
-        cancelled, and redis-py then disconnects the connection.
+        returns ``None`` for a missing reply (``read_response(timeout=...)`` would). In time,
+        the connection is cut (closed under the read, which then fails and redis-py
+        disconnects it), so a timeout never cancels the caller's task: a cancellation that
+        comes as the reply arrives is never mistaken for the timeout, nor swallowed, as
+        ``asyncio.wait_for`` does on Python 3.10 and 3.11 when both happen at once.
         """
         if timeout is None:
             return await conn.read_response()
+        cut = _Cut(conn)
+        timer = asyncio.get_running_loop().call_later(max(timeout, MIN_WAIT), cut)
         try:
-            return await asyncio.wait_for(conn.read_response(), max(timeout, MIN_WAIT))
-        except asyncio.TimeoutError as exc:  # not builtins.TimeoutError before Python 3.11
-            raise TimeoutError(f"no reply within {timeout:.3f} s") from exc
+            reply = await conn.read_response()
+        except ConnectionError as exc:
+            if cut.done:
+                raise TimeoutError(f"no reply within {timeout:.3f} s") from exc
+            raise
+        finally:
+            timer.cancel()
+        if cut.done:  # cut as the reply came: the reply stands, the connection does not
+            await conn.disconnect(nowait=True)
+        return reply
 
     @staticmethod
     async def drop(conn: Any) -> None:
@@ -297,10 +319,16 @@ class AsyncConnections:
     @staticmethod
     async def handshake(conn: Any, timeout: float | None, inner: Any = None) -> None:
         """A new connection's handshake (AUTH/HELLO, SELECT, CLIENT SETINFO; ``inner``, the
-        pool's own ``redis_connect_func``, in its place if set) with each reply within
-        ``timeout`` seconds instead of the connection's socket timeout."""
+        pool's own ``redis_connect_func``, in its place if set), within ``timeout`` seconds
+        in all instead of the connection's socket timeout per reply.
+
+        The socket timeout is lifted meanwhile (redis-py would write through ``wait_for``)
+        and the connection is cut in time, as :meth:`read` does."""
         saved = conn.socket_timeout
-        conn.socket_timeout = timeout  # read for each reply by the asyncio connection
+        conn.socket_timeout = None
+        cut = _Cut(conn)
+        loop = asyncio.get_running_loop()
+        timer = None if timeout is None else loop.call_later(max(timeout, MIN_WAIT), cut)
         try:
             if inner is None:
                 await conn.on_connect()
@@ -308,8 +336,16 @@ class AsyncConnections:
                 result = inner(conn)
                 if inspect.isawaitable(result):
                     await result
+        except ConnectionError as exc:
+            if cut.done:
+                raise TimeoutError(f"no handshake within {timeout:.3f} s") from exc
+            raise
         finally:
             conn.socket_timeout = saved
+            if timer is not None:
+                timer.cancel()
+        if cut.done:  # cut as it ended: the connection is closed
+            raise TimeoutError(f"no handshake within {timeout:.3f} s")
 
 
 class Connections:
@@ -339,9 +375,9 @@ class Connections:
         return pool.get_connection()
 
     @staticmethod
-    def send(conn: Any, *args: Any) -> None:
+    def send(conn: Any, *args: Any, check_health: bool = True) -> None:
         """Write one command."""
-        conn.send_command(*args)
+        conn.send_command(*args, check_health=check_health)
 
     @staticmethod
     def write(conn: Any, packed: list[bytes], check_health: bool) -> None:

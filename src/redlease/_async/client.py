@@ -221,12 +221,12 @@ class AsyncBackend:
     ) -> None:
         """EVALSHA ``script`` (``packed`` if given) where the server has it, else EVAL."""
         if script.sha not in self._root.loaded:
-            await conn.send_command(
-                "EVAL", script.source, len(keys), *keys, *args, check_health=check_health
+            await AsyncConnections.send(
+                conn, "EVAL", script.source, len(keys), *keys, *args, check_health=check_health
             )
         elif packed is None and not FAST_PACK:
-            await conn.send_command(
-                "EVALSHA", script.sha, len(keys), *keys, *args, check_health=check_health
+            await AsyncConnections.send(
+                conn, "EVALSHA", script.sha, len(keys), *keys, *args, check_health=check_health
             )
         else:  # packed here in one C call (hiredis): the hot path's largest share of Python
             packed = packed or self.pack(script, keys, args)
@@ -254,8 +254,8 @@ class AsyncBackend:
             return False
         pending.owed += 1
         try:
-            await pending.conn.send_command(
-                "EVAL", script.source, len(keys), *keys, *args, check_health=False
+            await AsyncConnections.send(
+                pending.conn, "EVAL", script.source, len(keys), *keys, *args, check_health=False
             )
         except Exception:
             pending.owed -= 1
@@ -292,7 +292,9 @@ class AsyncBackend:
                     raise
                 script, keys, args = pending.script, pending.keys, pending.args
                 try:
-                    await conn.send_command("EVAL", script.source, len(keys), *keys, *args)
+                    await AsyncConnections.send(
+                        conn, "EVAL", script.source, len(keys), *keys, *args
+                    )
                 except self._foreign as exc:
                     raise translate(exc) from exc
                 reply = await self._read(conn, time.monotonic(), timeout)

@@ -44,6 +44,7 @@ from redis.exceptions import (
     TimeoutError,
 )
 
+from .._compat import AsyncConnections
 from .._core.cluster import check_one_slot, sharded_pubsub_refusal
 from .._core.scripts import Script
 from .._synchronization import ProcessLock
@@ -236,7 +237,7 @@ class AsyncClusterBackend:
             raise ConnectionError(f"node {address[0]}:{address[1]}: {exc}") from exc
         try:
             with node.translated():
-                await conn.send_command("INFO", "server")
+                await AsyncConnections.send(conn, "INFO", "server")
             info = await node.read(conn, time.monotonic(), self.socket_timeout)
         except BaseException:
             await node.discard(conn)
@@ -437,7 +438,7 @@ class AsyncClusterBackend:
         conn = await node.checkout()
         try:
             with node.translated():
-                await conn.send_command("CLUSTER", "MYID")
+                await AsyncConnections.send(conn, "CLUSTER", "MYID")
             reply = await node.read(conn, time.monotonic(), self.socket_timeout)
         except BaseException:
             await node.discard(conn)

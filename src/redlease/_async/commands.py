@@ -105,7 +105,7 @@ async def run_id(server: Connected, timeout: float | None) -> str:
     conn = await server.checkout()
     try:
         with server.translated():
-            await conn.send_command("INFO", "server")
+            await AsyncConnections.send(conn, "INFO", "server")
             info = await AsyncConnections.read(conn, timeout)
     except BaseException:
         await server.discard(conn)

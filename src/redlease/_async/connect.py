@@ -51,7 +51,7 @@ class AsyncEvictionCheck:
         renamed it) is no error: logged at DEBUG, never asked again."""
         address = self._address
         try:
-            await conn.send_command("CONFIG", "GET", "maxmemory-policy")
+            await AsyncConnections.send(conn, "CONFIG", "GET", "maxmemory-policy")
             reply = await conn.read_response()
         except Exception as exc:
             error = translate(exc) if isinstance(exc, self._foreign) else exc

@@ -21,6 +21,7 @@ import redis.exceptions
 from redis.exceptions import RedisError
 
 from .._core.validate import CLIENT_APIS
+from .._synchronization import AsyncShield
 
 __all__ = [
     "AsyncSubscription",
@@ -155,7 +156,7 @@ class AsyncSubscription:
 
     async def subscribe(self, *channels: bytes) -> None:
         with self._translated():
-            await self._pubsub.subscribe(*channels)
+            await AsyncShield.apart(lambda: self._pubsub.subscribe(*channels))
 
     async def get_message(self, timeout: float) -> Any:
         with self._translated():

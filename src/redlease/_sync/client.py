@@ -222,12 +222,12 @@ class Backend:
     ) -> None:
         """EVALSHA ``script`` (``packed`` if given) where the server has it, else EVAL."""
         if script.sha not in self._root.loaded:
-            conn.send_command(
-                "EVAL", script.source, len(keys), *keys, *args, check_health=check_health
+            Connections.send(
+                conn, "EVAL", script.source, len(keys), *keys, *args, check_health=check_health
             )
         elif packed is None and not FAST_PACK:
-            conn.send_command(
-                "EVALSHA", script.sha, len(keys), *keys, *args, check_health=check_health
+            Connections.send(
+                conn, "EVALSHA", script.sha, len(keys), *keys, *args, check_health=check_health
             )
         else:  # packed here in one C call (hiredis): the hot path's largest share of Python
             packed = packed or self.pack(script, keys, args)
@@ -255,8 +255,8 @@ class Backend:
             return False
         pending.owed += 1
         try:
-            pending.conn.send_command(
-                "EVAL", script.source, len(keys), *keys, *args, check_health=False
+            Connections.send(
+                pending.conn, "EVAL", script.source, len(keys), *keys, *args, check_health=False
             )
         except Exception:
             pending.owed -= 1
@@ -293,7 +293,9 @@ class Backend:
                     raise
                 script, keys, args = pending.script, pending.keys, pending.args
                 try:
-                    conn.send_command("EVAL", script.source, len(keys), *keys, *args)
+                    Connections.send(
+                        conn, "EVAL", script.source, len(keys), *keys, *args
+                    )
                 except self._foreign as exc:
                     raise translate(exc) from exc
                 reply = self._read(conn, time.monotonic(), timeout)

@@ -45,6 +45,7 @@ from redis.exceptions import (
     TimeoutError,
 )
 
+from .._compat import Connections
 from .._core.cluster import check_one_slot, sharded_pubsub_refusal
 from .._core.scripts import Script
 from .._synchronization import ProcessLock
@@ -237,7 +238,7 @@ class ClusterBackend:
             raise ConnectionError(f"node {address[0]}:{address[1]}: {exc}") from exc
         try:
             with node.translated():
-                conn.send_command("INFO", "server")
+                Connections.send(conn, "INFO", "server")
             info = node.read(conn, time.monotonic(), self.socket_timeout)
         except BaseException:
             node.discard(conn)
@@ -438,7 +439,7 @@ class ClusterBackend:
         conn = node.checkout()
         try:
             with node.translated():
-                conn.send_command("CLUSTER", "MYID")
+                Connections.send(conn, "CLUSTER", "MYID")
             reply = node.read(conn, time.monotonic(), self.socket_timeout)
         except BaseException:
             node.discard(conn)

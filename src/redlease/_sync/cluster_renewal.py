@@ -23,6 +23,7 @@ from redis.exceptions import (
     TimeoutError,
 )
 
+from .._compat import Connections
 from .._core import renewals
 from .._core.bounds import MIN_WAIT
 from .._core.kept import forget_frames
@@ -159,7 +160,9 @@ class _Batch:
                     replies.append(_without_frames(exc))
             for i, (keys, args) in enumerate(self.calls):
                 if isinstance(replies[i], NoScriptError):
-                    conn.send_command("EVAL", self.script.source, len(keys), *keys, *args)
+                    Connections.send(
+                        conn, "EVAL", self.script.source, len(keys), *keys, *args
+                    )
                     try:
                         replies[i] = node.read(conn, self.sent_at, timeout)
                     except ResponseError as exc:

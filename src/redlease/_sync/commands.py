@@ -106,7 +106,7 @@ def run_id(server: Connected, timeout: float | None) -> str:
     conn = server.checkout()
     try:
         with server.translated():
-            conn.send_command("INFO", "server")
+            Connections.send(conn, "INFO", "server")
             info = Connections.read(conn, timeout)
     except BaseException:
         server.discard(conn)

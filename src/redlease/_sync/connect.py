@@ -52,7 +52,7 @@ class EvictionCheck:
         renamed it) is no error: logged at DEBUG, never asked again."""
         address = self._address
         try:
-            conn.send_command("CONFIG", "GET", "maxmemory-policy")
+            Connections.send(conn, "CONFIG", "GET", "maxmemory-policy")
             reply = conn.read_response()
         except Exception as exc:
             error = translate(exc) if isinstance(exc, self._foreign) else exc

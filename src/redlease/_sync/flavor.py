@@ -22,6 +22,7 @@ import redis.exceptions
 from redis.exceptions import RedisError
 
 from .._core.validate import CLIENT_APIS
+from .._synchronization import Shield
 
 __all__ = [
     "Subscription",
@@ -156,7 +157,7 @@ class Subscription:
 
     def subscribe(self, *channels: bytes) -> None:
         with self._translated():
-            self._pubsub.subscribe(*channels)
+            Shield.apart(lambda: self._pubsub.subscribe(*channels))
 
     def get_message(self, timeout: float) -> Any:
         with self._translated():

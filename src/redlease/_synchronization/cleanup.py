@@ -7,10 +7,11 @@ import contextlib
 import sys
 import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = ["MIN_BUDGET", "AsyncAtShutdown", "AsyncShield", "AtShutdown", "Shield"]
 
+_T = TypeVar("_T")
 _running: set[Any] = set()  # clean-up tasks, kept alive until done
 
 
@@ -84,14 +85,30 @@ class AsyncShield:
             AsyncShield.background(action)
             return
         task = _spawn(action, budget)
-        # Past the budget it goes on by itself, bounded by its own reply timeouts.
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.shield(task), budget)
+        # Past the budget it goes on by itself, bounded by its own reply timeouts. (Not
+        # wait_for(shield()): on Python 3.10-3.11 it swallows a cancellation that comes as
+        # the task ends.)
+        await asyncio.wait({task}, timeout=budget)
 
     @staticmethod
     def background(action: Callable[[float | None], Awaitable[Any]]) -> None:
         """Run ``action(None)`` in a task of its own, not awaited (errors ignored)."""
         _spawn(action, None)
+
+    @staticmethod
+    async def apart(action: Callable[[], Awaitable[_T]]) -> _T:
+        """``await action()`` in a task of its own, cancelled with the caller.
+
+        A cancellation of the caller then always reaches it: redis-py writes through
+        ``asyncio.wait_for``, which on Python 3.10-3.11 swallows a cancellation that comes
+        as the write ends."""
+        task = asyncio.ensure_future(action())
+        try:
+            await asyncio.wait({task})
+        except BaseException:
+            task.cancel()
+            raise
+        return task.result()
 
 
 def _spawn(action: Callable[[float | None], Awaitable[Any]], timeout: float | None) -> Any:
@@ -127,6 +144,11 @@ class Shield:
     def background(action: Callable[[float | None], Any]) -> None:
         """Run ``action(None)`` in a daemon thread (it ends within a socket timeout)."""
         _start(action, None)
+
+    @staticmethod
+    def apart(action: Callable[[], _T]) -> _T:
+        """``action()``: a thread is never cancelled."""
+        return action()
 
 
 def _start(action: Callable[[float | None], Any], timeout: float | None) -> threading.Thread:
