@@ -190,8 +190,19 @@ class AsyncRedlock(AsyncHandle):
         n = len(self._clients)
 
         async def attempt(join: bool) -> Outcome:
-            holding, tally = await self._try(owner, token, join=join, ticket=ticket)
+            # A round cancelled half-way would leave tokens queued or granted behind the
+            # leave: it ends (within server_timeout), then what it took is given back.
+            holding, tally = await AsyncShield.through(
+                lambda: self._try(owner, token, join=join, ticket=ticket), give_back
+            )
             return core.outcome(tally, holding, join=join)
+
+        async def give_back(result: tuple[Holding | None, core.Tally]) -> None:
+            holding, tally = result
+            if holding is not None:
+                await self._undo(
+                    token, sorted(set(tally.granted) | set(tally.errors)), tally.errors, None
+                )
 
         async def leave(servers: list[int], timeout: float | None) -> None:
             # A hung server is not waited for (it would cost the caller a deadline): it is

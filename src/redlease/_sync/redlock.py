@@ -191,8 +191,19 @@ class Redlock(Handle):
         n = len(self._clients)
 
         def attempt(join: bool) -> Outcome:
-            holding, tally = self._try(owner, token, join=join, ticket=ticket)
+            # A round cancelled half-way would leave tokens queued or granted behind the
+            # leave: it ends (within server_timeout), then what it took is given back.
+            holding, tally = Shield.through(
+                lambda: self._try(owner, token, join=join, ticket=ticket), give_back
+            )
             return core.outcome(tally, holding, join=join)
+
+        def give_back(result: tuple[Holding | None, core.Tally]) -> None:
+            holding, tally = result
+            if holding is not None:
+                self._undo(
+                    token, sorted(set(tally.granted) | set(tally.errors)), tally.errors, None
+                )
 
         def leave(servers: list[int], timeout: float | None) -> None:
             # A hung server is not waited for (it would cost the caller a deadline): it is

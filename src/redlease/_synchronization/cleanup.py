@@ -96,6 +96,22 @@ class AsyncShield:
         _spawn(action, None)
 
     @staticmethod
+    async def through(
+        action: Callable[[], Awaitable[_T]], undo: Callable[[_T], Awaitable[Any]]
+    ) -> _T:
+        """``await action()`` to its end even if the caller is cancelled meanwhile (bounded by
+        its own timeouts), then ``undo(result)`` and raise: what it took is given back on
+        the connections it used, behind its own commands, before the caller hears it gave up."""
+        task = asyncio.ensure_future(action())
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            await asyncio.wait({task})
+            if not task.cancelled() and task.exception() is None:
+                await undo(task.result())
+            raise
+
+    @staticmethod
     async def apart(action: Callable[[], Awaitable[_T]]) -> _T:
         """``await action()`` in a task of its own, cancelled with the caller.
 
@@ -144,6 +160,11 @@ class Shield:
     def background(action: Callable[[float | None], Any]) -> None:
         """Run ``action(None)`` in a daemon thread (it ends within a socket timeout)."""
         _start(action, None)
+
+    @staticmethod
+    def through(action: Callable[[], _T], undo: Callable[[_T], Any]) -> _T:
+        """``action()``: a thread is never cancelled."""
+        return action()
 
     @staticmethod
     def apart(action: Callable[[], _T]) -> _T:
