@@ -9,6 +9,7 @@ import pytest
 import redis
 
 from redlease.cli import main
+from redlease.cli.demo.counter import handoff_latencies
 from redlease.server import RedisServer
 from tests.cli.helpers import REFUSED_URL, cli
 
@@ -33,8 +34,16 @@ def test_demo_loses_nothing_with_the_lock(
     assert locked[1:4] == ["50", "50", "0"]
     unlocked = rows["no"]  # "no lock" splits in two words
     assert unlocked[2] == "50" and int(unlocked[4]) >= 0  # racy: may or may not lose some
-    assert "hand-offs" in out or "none" in out
+    assert "hand-offs" in out  # 2 workers on one fair lock take turns: never "none"
     assert not client.keys("redlease:*demo*")  # it cleaned up after itself
+
+
+def test_handoffs_pair_each_holder_with_the_next_by_fence() -> None:
+    # Fences are the server's microseconds: successive holders' fences are far apart.
+    samples = [
+        (1_700_000_000_000_000 + 250 * i, 1_000 * i, 1_000 * i + 900, i % 2) for i in range(4)
+    ]
+    assert handoff_latencies(samples) == [0.0001] * 3
 
 
 # -- demo: the flash sale -------------------------------------------------------------------------

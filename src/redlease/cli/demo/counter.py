@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import itertools
 import secrets
 import signal
 import sys
@@ -254,19 +255,18 @@ def run_demo(
 
 def handoff_latencies(samples: list[tuple[int, int, int, int]]) -> list[float]:
     """Milliseconds from ``release()`` being called to the next holder's ``acquire()``
-    returning, for each pair of successive fences held by different workers.
+    returning, for each pair of successive holders that are different workers.
 
     ``samples`` are ``(fence, acquired_ns, releasing_ns, worker)``; fences of one lock grow
-    by one per acquisition, so fence ``f + 1`` is the holder right after ``f``.
+    with each acquisition (by the server's time, not by one), so in fence order each holder
+    follows the one before it.
     """
-    by_fence = {
-        fence: (worker, acquired, releasing) for fence, acquired, releasing, worker in samples
-    }
-    latencies = []
-    for fence, (worker, _, releasing) in by_fence.items():
-        following = by_fence.get(fence + 1)
-        if following is not None and following[0] != worker:
-            latencies.append((following[1] - releasing) / 1e6)
+    ordered = sorted(samples)
+    latencies = [
+        (after[1] - before[2]) / 1e6
+        for before, after in itertools.pairwise(ordered)
+        if after[3] != before[3]
+    ]
     return sorted(latencies)
 
 
