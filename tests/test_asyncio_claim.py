@@ -90,3 +90,26 @@ async def test_twin_a_grant_nobody_settles_is_judged_on_its_short_lease(
     assert seen["owned"]  # Redis says so too
     # but the handle still judges it on the grant's 0.2 s, which ran out long ago
     assert seen["believed"] is not None and seen["believed"] < 0
+
+
+async def test_a_granted_lock_is_released_at_once_after_close(server: Any) -> None:
+    """The grant's claim reply is still unread when redlease is closed: the release goes on a
+    fresh connection (it used to be sent behind the claim on a connection close() ended, and
+    waited a socket timeout for a reply that never came, then raised)."""
+    client = redis.asyncio.Redis(host=server.host, port=server.port, socket_timeout=3.0)
+    holder_client = redis.asyncio.Redis(host=server.host, port=server.port)
+    holder = redlease.Lock(holder_client, "closed-grant", ttl=30)
+    waiter = redlease.Lock(client, "closed-grant", ttl=10)  # another ttl: the grant is claimed
+    assert await holder.acquire()
+    task = asyncio.ensure_future(waiter.acquire(timeout=10))
+    await asyncio.sleep(0.2)
+    await holder.release()
+    assert await task
+    await redlease.close(client)
+    started = time.monotonic()
+    await waiter.release()
+    assert time.monotonic() - started < 1.5  # not a socket timeout (3 s)
+    assert not await holder_client.exists(b"redlease:{closed-grant}:lock")
+    for each in (client, holder_client):
+        await redlease.close(each)
+        await each.aclose()

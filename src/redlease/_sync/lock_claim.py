@@ -177,7 +177,7 @@ class Unread:
         which is read and dropped (the call's own reply tells whether the lock was held)."""
         with self._once:
             pending, self._pending = self._pending, None
-        if pending is None:
+        if pending is None or self._hub.backend.closed:  # closed: nothing to send behind
             return None
         return self._hub.backend.behind(pending, script, keys, args)
 
