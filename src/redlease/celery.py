@@ -10,25 +10,32 @@
     def sync_user(user_id): ...
 
 ``apply_async`` (and ``delay``) takes a lock named after the task and its arguments (all of
-them, or only ``once["keys"]``) for ``timeout`` seconds; if it is taken, the task is queued
-already (or running): :class:`AlreadyQueued` is raised, or, when ``graceful``, a result in
-state ``REJECTED`` whose ``get()`` is ``None`` is returned (celery-once's answer, so code
-written for it keeps working).
+them, or only ``once["keys"]``; celery-once's key, see :func:`queue_once_key`) for
+``timeout`` seconds; if it is taken, the task is queued already (or running):
+:class:`AlreadyQueued` is raised, or, when ``graceful``, a result in state ``REJECTED`` whose
+``get()`` is ``None`` is returned (celery-once's answer, so code written for it keeps
+working). ``app.send_task(...)`` bypasses ``apply_async``: nothing is deduplicated, and the
+task runs without a lock.
 
 Unlike celery-once, the lock does not sit for ``timeout`` once a worker has the task: its lease
 is handed to the worker in the message (``Lock.detach()``, a header), which adopts it on a short
 lease (``once["ttl"]``, default 10 s) renewed while the task runs and released when it ends,
-success or failure. A worker killed mid-task frees the task within that short lease. The task
-sees the lock's fencing token as ``self.request.redlease_fence`` (``bind=True``).
+success or failure. A worker killed mid-task frees the task within that short lease. The lease
+is adopted once: a copy of the message the broker delivers again while the first runs
+(``acks_late``, ``visibility_timeout``) is ignored (Celery's ``Ignore``), never run beside it.
+The task sees the lock's fencing token as ``self.request.redlease_fence`` (``bind=True``;
+``None`` without a lock: a direct call, ``apply()``, ``send_task``). Every key expires.
 
-Options, per task (``once={...}``; ``graceful`` and ``timeout`` also per call,
-``apply_async(once={...})``): ``keys``
-(argument names in the key; default all), ``graceful`` (the ``REJECTED`` result instead of
+Options, per task (``once={...}``; ``graceful``, ``timeout`` and ``keep_on_retry`` also per
+call, ``apply_async(once={...})``): ``keys`` (argument names in the key; default all;
+``restrict_to`` is its old name), ``graceful`` (the ``REJECTED`` result instead of
 :class:`AlreadyQueued`), ``timeout`` (seconds the lock lasts while queued; default
 ``settings["default_timeout"]``, else 3600), ``unlock_before_run`` (free the lock when the task
-starts rather than when it ends), ``ttl`` (the running lease). Settings (``app.conf.ONCE
-["settings"]``): ``url`` or ``client`` (a redis-py client), ``default_timeout``,
-``default_ttl``, ``prefix``. Needs the extra ``redlease[celery]``.
+starts rather than when it ends), ``ttl`` (the running lease), ``keep_on_retry`` (a retry
+takes the running copy's lock along, so the key stays held through its countdown; default:
+freed, as celery-once does). Settings (``app.conf.ONCE["settings"]``): ``url`` or ``client``
+(a redis-py client), ``default_timeout``, ``default_ttl``, ``prefix``. Needs the extra
+``redlease[celery]``.
 """
 
 from __future__ import annotations
