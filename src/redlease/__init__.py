@@ -40,6 +40,7 @@ from ._sync.redlock import Redlock
 from ._sync.rwlock import ReadWriteLock
 from ._sync.semaphore import Semaphore
 from .errors import (
+    AlreadyAdopted,
     ElectionError,
     ElectionUnavailable,
     FencedStoreUnavailable,
@@ -82,6 +83,7 @@ from .errors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AlreadyAdopted",
     "CountDownLatch",
     "Election",
     "ElectionError",

@@ -39,6 +39,7 @@ from ._core.rates import Rate
 from ._core.rwlock import ReadWriteLockInfo
 from ._core.semaphore import SemaphoreInfo
 from .errors import (
+    AlreadyAdopted,
     ElectionError,
     ElectionUnavailable,
     FencedStoreUnavailable,
@@ -79,6 +80,7 @@ from .errors import (
 )
 
 __all__ = [
+    "AlreadyAdopted",
     "CountDownLatch",
     "Election",
     "ElectionError",

@@ -9,6 +9,7 @@ Every error this library raises on purpose derives from :class:`RedleaseError`::
     │   ├── NotAcquired          the lock could not be had within the timeout (``with``)
     │   ├── LockNotOwned         this handle does not hold the lock (release twice, ...)
     │   │   └── LockLost         it held the lock, and the lease ran out or was taken
+    │   ├── AlreadyAdopted       adopt(): the token was adopted already, and that adopter holds it
     │   ├── ForeignData          a key of the lock holds data redlease did not write
     │   └── LockUnavailable      Redis failed or could not be reached: the cause is chained
     │       └── QuorumUnavailable    fewer than a majority of Redlock's servers answered
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
     from ._core.inventory import Reservation
 
 __all__ = [
+    "AlreadyAdopted",
     "ElectionError",
     "ElectionUnavailable",
     "FencedStoreUnavailable",
@@ -147,6 +149,20 @@ class LockLost(LockNotOwned):
     Whatever the critical section wrote after that moment may have raced another holder;
     fencing tokens (``lock.fence``) let the storage reject those writes.
     """
+
+
+class AlreadyAdopted(LockError):
+    """``Lock.adopt(client, token)``: the token was adopted already, and that adopter still
+    holds the lease (``remaining``: seconds left on its lease). A token is adopted once.
+
+    Nothing was changed. The adopter's lease is short and renewed while it runs: when it
+    releases the lock, or dies and its lease runs out, the lock is free again (adopting the
+    spent token then raises :class:`LockLost`; take the lock afresh instead).
+    """
+
+    def __init__(self, message: str, *, name: str | bytes | None = None, remaining: float) -> None:
+        super().__init__(message, name=name)
+        self.remaining = remaining
 
 
 class ForeignData(LockError):

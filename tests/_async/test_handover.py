@@ -3,6 +3,8 @@ twin is generated), on one server (tests/_async/test_handover_cluster.py: on a C
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import subprocess
 import sys
@@ -14,6 +16,7 @@ import redis.asyncio
 import redlease.asyncio as redlease
 from redlease._core import handover
 from redlease._core.lock import LockKeys
+from redlease._core.scripts import Script
 from tests.support import AsyncTasks
 
 pytestmark = pytest.mark.timeout(60)
@@ -87,6 +90,112 @@ async def test_adopting_a_lease_another_took_raises_lock_lost(
     await other.release()
 
 
+def non_exclusive(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bug, for the twins: adopt.lua also lets in an adopter of a token already adopted
+    (as the extend-based adoption did: any holder of the token was let in)."""
+    check = "if holder == detached then"
+    assert check in handover.ADOPT.source
+    source = handover.ADOPT.source.replace(
+        check,
+        "local spent = redis.call('GET', adopted) or ''\n"
+        "if holder == detached or (holder and spent == detached .. ' ' .. holder) then",
+    )
+    twin = Script("adopt", source, hashlib.sha1(source.encode()).hexdigest())
+    monkeypatch.setattr(handover, "ADOPT", twin)
+
+
+@pytest.mark.parametrize("exclusive", [True, False], ids=["adopt-once", "twin-non-exclusive"])
+async def test_a_token_is_adopted_once(
+    async_client: redis.asyncio.Redis, monkeypatch: pytest.MonkeyPatch, exclusive: bool
+) -> None:
+    """A second adopter of one token (a redelivered message) is refused while the first holds
+    the lease; the twin, with the old non-exclusive adoption, lets it in beside the first."""
+    if not exclusive:
+        non_exclusive(monkeypatch)
+    lock = redlease.Lock(async_client, "once", ttl=30.0)
+    assert await lock.acquire()
+    token = await lock.detach()
+    first = await redlease.Lock.adopt(async_client, token, ttl=5.0)
+    second: redlease.Lock | None = None
+    try:
+        second = await redlease.Lock.adopt(async_client, token, ttl=5.0)
+    except redlease.AlreadyAdopted as exc:
+        assert "already adopted" in str(exc) and 0 < exc.remaining <= 5.0
+        assert isinstance(exc, redlease.LockError) and exc.name == "once"
+    if exclusive:
+        assert second is None and await first.owned()
+        await first.release()
+    else:
+        assert second is not None and await second.owned()  # both adopted: the bug
+        assert not await first.owned()
+        await second.release()
+
+
+async def test_a_spent_token_is_refused_and_the_lock_is_free_after_its_adopter(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    """When the adopter is done (released; or died: its short lease ran out, unrenewed), the
+    spent token adopts nothing (LockLost, naming the earlier adoption); the lock is free."""
+    for ended in ("released", "died"):
+        name = f"spent-{ended}"
+        lock = redlease.Lock(async_client, name, ttl=30.0)
+        assert await lock.acquire()
+        token = await lock.detach()
+        adopter = await redlease.Lock.adopt(async_client, token, ttl=0.3, renew=False)
+        if ended == "released":
+            await adopter.release()
+        else:
+            await AsyncTasks.sleep(1.0)  # three of its leases, nobody renewing
+        with pytest.raises(redlease.LockLost, match="adopted before"):
+            await redlease.Lock.adopt(async_client, token)
+        assert await lock.acquire(timeout=0)  # free: taken at once
+        await lock.release()
+
+
+async def test_the_spent_token_record_expires_with_the_detached_lease(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    lock = redlease.Lock(async_client, "record", ttl=3.0)
+    assert await lock.acquire()
+    adopted = await redlease.Lock.adopt(async_client, await lock.detach(), ttl=1.0)
+    left = await async_client.pttl(b"redlease:{record}:adopted")
+    assert 0 < left <= 3000  # what the detached lease had left: never kept for good
+    await adopted.release()
+
+
+def forged(token: str, **changes: Any) -> str:
+    """``token`` with its JSON fields changed (as a user who edits it would)."""
+    body = token[len(handover.PREFIX) :]
+    fields = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    fields.update(changes)
+    data = base64.urlsafe_b64encode(json.dumps(fields).encode()).rstrip(b"=").decode()
+    return handover.PREFIX + data
+
+
+async def test_the_fence_comes_from_the_server_not_the_token(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    """A token edited to a higher fence is adopted with the fence the server issued, so the
+    next legitimate holder's fenced write is accepted. The twin below shows the check: had
+    the adopter written with the forged fence, the next holder would be refused."""
+    lock = redlease.Lock(async_client, "forged", ttl=5.0)
+    assert await lock.acquire()
+    fence = lock.fence or 0
+    high = fence + 10**12
+    adopted = await redlease.Lock.adopt(async_client, forged(await lock.detach(), fence=high))
+    assert adopted.fence == fence
+    store = redlease.FencedStore(async_client, "data")
+    twin = redlease.FencedStore(async_client, "data-twin")  # as if the token were trusted
+    await store.write(adopted.fence, "the adopter's write")
+    await twin.write(high, "the adopter's write")
+    await adopted.release()
+    async with redlease.Lock(async_client, "forged", ttl=5.0) as held:  # the next holder
+        assert held.fence > fence
+        await store.write(held.fence, "the next holder's write")
+        with pytest.raises(redlease.StaleFence):
+            await twin.write(held.fence, "the next holder's write")
+
+
 async def test_with_enters_an_adopted_lock_and_releases_it(
     async_client: redis.asyncio.Redis,
 ) -> None:
@@ -109,6 +218,8 @@ async def test_an_rlock_hands_over_its_lease_once(async_client: redis.asyncio.Re
     token = await lock.detach()
     adopted = await redlease.RLock.adopt(async_client, token)
     assert adopted.name == name
+    with pytest.raises(redlease.AlreadyAdopted, match="already adopted"):
+        await redlease.RLock.adopt(async_client, token)  # adopted once, RLock too
     assert await adopted.acquire()  # the adopter may re-enter
     await adopted.release()
     assert await adopted.owned()

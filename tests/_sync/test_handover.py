@@ -4,6 +4,8 @@ twin is generated), on one server (tests/_sync/test_handover_cluster.py: on a Cl
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import subprocess
 import sys
@@ -15,6 +17,7 @@ import redis
 import redlease as redlease
 from redlease._core import handover
 from redlease._core.lock import LockKeys
+from redlease._core.scripts import Script
 from tests.support import Tasks
 
 pytestmark = pytest.mark.timeout(60)
@@ -88,6 +91,112 @@ def test_adopting_a_lease_another_took_raises_lock_lost(
     other.release()
 
 
+def non_exclusive(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bug, for the twins: adopt.lua also lets in an adopter of a token already adopted
+    (as the extend-based adoption did: any holder of the token was let in)."""
+    check = "if holder == detached then"
+    assert check in handover.ADOPT.source
+    source = handover.ADOPT.source.replace(
+        check,
+        "local spent = redis.call('GET', adopted) or ''\n"
+        "if holder == detached or (holder and spent == detached .. ' ' .. holder) then",
+    )
+    twin = Script("adopt", source, hashlib.sha1(source.encode()).hexdigest())
+    monkeypatch.setattr(handover, "ADOPT", twin)
+
+
+@pytest.mark.parametrize("exclusive", [True, False], ids=["adopt-once", "twin-non-exclusive"])
+def test_a_token_is_adopted_once(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch, exclusive: bool
+) -> None:
+    """A second adopter of one token (a redelivered message) is refused while the first holds
+    the lease; the twin, with the old non-exclusive adoption, lets it in beside the first."""
+    if not exclusive:
+        non_exclusive(monkeypatch)
+    lock = redlease.Lock(client, "once", ttl=30.0)
+    assert lock.acquire()
+    token = lock.detach()
+    first = redlease.Lock.adopt(client, token, ttl=5.0)
+    second: redlease.Lock | None = None
+    try:
+        second = redlease.Lock.adopt(client, token, ttl=5.0)
+    except redlease.AlreadyAdopted as exc:
+        assert "already adopted" in str(exc) and 0 < exc.remaining <= 5.0
+        assert isinstance(exc, redlease.LockError) and exc.name == "once"
+    if exclusive:
+        assert second is None and first.owned()
+        first.release()
+    else:
+        assert second is not None and second.owned()  # both adopted: the bug
+        assert not first.owned()
+        second.release()
+
+
+def test_a_spent_token_is_refused_and_the_lock_is_free_after_its_adopter(
+    client: redis.Redis,
+) -> None:
+    """When the adopter is done (released; or died: its short lease ran out, unrenewed), the
+    spent token adopts nothing (LockLost, naming the earlier adoption); the lock is free."""
+    for ended in ("released", "died"):
+        name = f"spent-{ended}"
+        lock = redlease.Lock(client, name, ttl=30.0)
+        assert lock.acquire()
+        token = lock.detach()
+        adopter = redlease.Lock.adopt(client, token, ttl=0.3, renew=False)
+        if ended == "released":
+            adopter.release()
+        else:
+            Tasks.sleep(1.0)  # three of its leases, nobody renewing
+        with pytest.raises(redlease.LockLost, match="adopted before"):
+            redlease.Lock.adopt(client, token)
+        assert lock.acquire(timeout=0)  # free: taken at once
+        lock.release()
+
+
+def test_the_spent_token_record_expires_with_the_detached_lease(
+    client: redis.Redis,
+) -> None:
+    lock = redlease.Lock(client, "record", ttl=3.0)
+    assert lock.acquire()
+    adopted = redlease.Lock.adopt(client, lock.detach(), ttl=1.0)
+    left = client.pttl(b"redlease:{record}:adopted")
+    assert 0 < left <= 3000  # what the detached lease had left: never kept for good
+    adopted.release()
+
+
+def forged(token: str, **changes: Any) -> str:
+    """``token`` with its JSON fields changed (as a user who edits it would)."""
+    body = token[len(handover.PREFIX) :]
+    fields = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    fields.update(changes)
+    data = base64.urlsafe_b64encode(json.dumps(fields).encode()).rstrip(b"=").decode()
+    return handover.PREFIX + data
+
+
+def test_the_fence_comes_from_the_server_not_the_token(
+    client: redis.Redis,
+) -> None:
+    """A token edited to a higher fence is adopted with the fence the server issued, so the
+    next legitimate holder's fenced write is accepted. The twin below shows the check: had
+    the adopter written with the forged fence, the next holder would be refused."""
+    lock = redlease.Lock(client, "forged", ttl=5.0)
+    assert lock.acquire()
+    fence = lock.fence or 0
+    high = fence + 10**12
+    adopted = redlease.Lock.adopt(client, forged(lock.detach(), fence=high))
+    assert adopted.fence == fence
+    store = redlease.FencedStore(client, "data")
+    twin = redlease.FencedStore(client, "data-twin")  # as if the token were trusted
+    store.write(adopted.fence, "the adopter's write")
+    twin.write(high, "the adopter's write")
+    adopted.release()
+    with redlease.Lock(client, "forged", ttl=5.0) as held:  # the next holder
+        assert held.fence > fence
+        store.write(held.fence, "the next holder's write")
+        with pytest.raises(redlease.StaleFence):
+            twin.write(held.fence, "the next holder's write")
+
+
 def test_with_enters_an_adopted_lock_and_releases_it(
     client: redis.Redis,
 ) -> None:
@@ -110,6 +219,8 @@ def test_an_rlock_hands_over_its_lease_once(client: redis.Redis) -> None:
     token = lock.detach()
     adopted = redlease.RLock.adopt(client, token)
     assert adopted.name == name
+    with pytest.raises(redlease.AlreadyAdopted, match="already adopted"):
+        redlease.RLock.adopt(client, token)  # adopted once, RLock too
     assert adopted.acquire()  # the adopter may re-enter
     adopted.release()
     assert adopted.owned()

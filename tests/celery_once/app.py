@@ -64,3 +64,25 @@ def early(self: Any, tag: str, seconds: float) -> None:
 @app.task(bind=True, base=QueueOnce, once={"keys": ["tga"]})
 def typo(self: Any, tag: str) -> None:
     """Its keys name no argument."""
+
+
+@app.task(bind=True, base=QueueOnce)
+def fence_of(self: Any) -> Any:
+    """The fence the task sees (``None`` without a lock)."""
+    return self.request.redlease_fence
+
+
+@app.task(bind=True, base=QueueOnce, once={"keys": ["tag"], "keep_on_retry": True})
+def retried(self: Any, tag: str) -> None:
+    """Record the run; the first attempt retries after 2 s, keeping its key."""
+    record(tag, self.request.redlease_fence)
+    if not self.request.retries:
+        raise self.retry(countdown=2, max_retries=1)
+
+
+@app.task(bind=True, base=QueueOnce, once={"keys": ["tag"]})
+def retried_free(self: Any, tag: str) -> None:
+    """The same without ``keep_on_retry``: its key is free during the countdown."""
+    record(tag, self.request.redlease_fence)
+    if not self.request.retries:
+        raise self.retry(countdown=2, max_retries=1)

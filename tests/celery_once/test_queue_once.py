@@ -6,6 +6,7 @@ and kills it. Every wait is bounded.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -49,7 +50,11 @@ def start_worker(url: str, queue: str) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "celery", "-A", "tests.celery_once.app", "worker", "--pool=solo"]
     argv += ["-Q", queue, "-l", "warning", "--without-gossip", "--without-mingle"]
     argv += ["--without-heartbeat", "-n", f"{queue}@%h"]
-    env = {**os.environ, "REDLEASE_CELERY_URL": url, "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "REDLEASE_CELERY_URL": url,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
+    }
     return subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
 
 
@@ -87,6 +92,33 @@ def wait_for(predicate: Any, limit: float = 30.0) -> bool:
 def test_the_key_is_celery_onces() -> None:
     assert queue_once_key("tasks.add", {"b": 2, "a": 1}) == "qo_tasks.add_a-1_b-2"
     assert queue_once_key("tasks.add", {"b": 2, "a": 1}, ["b"]) == "qo_tasks.add_b-2"
+    assert queue_once_key("tasks.add", {"b": 2, "a": 1}, restrict_to=["b"]) == "qo_tasks.add_b-2"
+    with pytest.raises(TypeError, match="restrict_to"):
+        queue_once_key("tasks.add", {"b": 2, "a": 1}, ["a"], restrict_to=["b"])
+    # celery-once 3.0's own expectations (tests/unit/test_helpers.py there)
+    assert queue_once_key("example", {}) == "qo_example"
+    mixed = {"int": 1, "boolean": True, "str": "abc", "list": [1, "2"]}
+    assert queue_once_key("e", mixed) == "qo_e_boolean-True_int-1_list-[1, '2']_str-abc"
+    assert queue_once_key("e", {"a": {"é": "c"}}) == "qo_e_a-{'é': 'c'}"
+
+
+def test_dict_arguments_in_any_order_are_one_key() -> None:
+    """Dicts are sorted at every depth, as celery-once does; the twin: their plain ``str``
+    (the key before) tells the two orders apart."""
+    one = {"d": {"b": 2, "a": {"y": 1, "x": [{"q": 1, "p": 2}]}}}
+    two = {"d": {"a": {"x": [{"p": 2, "q": 1}], "y": 1}, "b": 2}}
+    assert queue_once_key("t", one) == queue_once_key("t", two)
+    # checked against celery-once 3.0.1's queue_once_key on the same arguments
+    expected = r"""qo_t_d-{'a': '{\'x\': ["{\'p\': 2, \'q\': 1}"], \'y\': 1}', 'b': 2}"""
+    assert queue_once_key("t", one) == expected
+    assert str(one["d"]) != str(two["d"])  # the twin: unsorted, two keys
+    assert queue_once_key("t", {"d": {1: "a"}}) != queue_once_key("t", {"d": {"1": "a"}})
+
+
+def test_dict_arguments_in_any_order_are_one_task(url: str, tasks: Any) -> None:
+    tasks.slow.apply_async(args=({"a": 1, "b": 2}, 0), queue="nobody")
+    with pytest.raises(AlreadyQueued):
+        tasks.slow.apply_async(args=({"b": 2, "a": 1}, 0), queue="nobody")
 
 
 def test_bad_options_name_themselves(url: str, tasks: Any) -> None:
@@ -213,3 +245,58 @@ def test_a_client_may_be_given_and_eager_tasks_hold_the_lock(url: str) -> None:
     assert [given for _, given in seen] == [True, True]
     assert 0 < seen[0][0] < seen[1][0]  # each run its own, newer fence
     client.close()
+
+
+def test_the_fence_is_none_without_a_lock(url: str, tasks: Any, worker: Any) -> None:
+    """A direct call, ``apply()`` and ``send_task`` (which skips apply_async and its dedupe)
+    run with no lock: ``redlease_fence`` is ``None``. The twin: through apply_async, a fence."""
+    assert tasks.fence_of() is None
+    assert tasks.fence_of.apply().get() is None
+    sent = tasks.app.send_task("tests.celery_once.app.fence_of")
+    assert sent.get(timeout=30) is None
+    assert isinstance(tasks.fence_of.apply_async().get(timeout=30), int)
+
+
+@pytest.mark.parametrize("expiring", [True, False], ids=["expiring", "twin-kept"])
+def test_no_key_is_kept_past_its_timeout(
+    url: str, tasks: Any, worker: Any, monkeypatch: pytest.MonkeyPatch, expiring: bool
+) -> None:
+    """Every key a run leaves has an expiry (at most ``timeout``: 60 s here). The twin,
+    without the expiry of the lock's fence counter: that key is kept for good."""
+    if not expiring:
+        monkeypatch.setattr(QueueOnce, "_expire_counter", lambda *args: None)
+    tag = f"expiry-{expiring}"
+    assert tasks.slow.apply_async(args=(tag, 0)).get(timeout=30) == tag
+    client = redis.Redis.from_url(url)
+    left = {key: client.pttl(key) for key in client.scan_iter(f"redlease:{{*tag-{tag}}}:*")}
+    assert left, "the run left no key at all"
+    kept = [key for key, ms in left.items() if not 0 < ms <= 60_000]
+    if expiring:
+        assert kept == []
+    else:
+        assert kept == [
+            f"redlease:{{qo_tests.celery_once.app.slow_seconds-0_tag-{tag}}}:fence".encode()
+        ]
+
+
+@pytest.mark.parametrize("keep", [True, False], ids=["keep_on_retry", "twin-freed"])
+def test_keep_on_retry_holds_the_key_through_the_countdown(
+    url: str, tasks: Any, worker: Any, keep: bool
+) -> None:
+    """A task retrying with a countdown: with ``keep_on_retry`` its key stays held until the
+    retry ran, so a duplicate is refused; the twin (celery-once's behaviour) frees it during
+    the countdown, and a duplicate (a second retry chain) is queued."""
+    task, tag = (tasks.retried, "kept") if keep else (tasks.retried_free, "freed")
+    first = task.apply_async(args=(tag,))
+    assert wait_for(lambda: first.state == "RETRY")
+    duplicate = None
+    with contextlib.suppress(AlreadyQueued):
+        duplicate = task.apply_async(args=(tag,))
+    assert (duplicate is None) == keep
+    first.get(timeout=30)
+    if duplicate is not None:
+        duplicate.get(timeout=30)
+    fences = runs(url, tag)
+    assert len(fences) == (2 if keep else 4)
+    if keep:
+        assert fences[0] == fences[1]  # one lock, handed from the attempt to its retry

@@ -37,6 +37,7 @@ PINNED = {
     "acquire_barging": "e9e3219affd1c2b3da5fbae16569404145ec435a",
     "acquire_fair": "e242da713df2abaf686987b7758658f381ba9fdf",
     "acquire_reserving": "e5b83b1cc92a4c022401dfb1bea2fad889a753bb",
+    "adopt": "855b0ed84946f26648b30d5b13fff754c2463b5b",
     "cache_arm": "401d7fafa88742237b9f52d5effd52dd90bb6a84",
     "cache_invalidate": "5adbebff6c3d181acf561e24449551248d0a1769",
     "cache_read": "1f0f0732826380c6b9cff158a4abf3d2ac158b26",

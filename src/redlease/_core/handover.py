@@ -3,6 +3,11 @@
 ``lock.detach()`` returns it; ``Lock.adopt(client, token)`` takes the lease over. It is a plain
 JSON-safe string: ``redlease1.`` and the base64url (unpadded) JSON of what the adopter needs to
 rebuild the lock and its holding. Whoever has it can release the lock: it is a capability.
+
+A token is adopted once (``lua/adopt.lua``): the adopter's fresh token replaces the detached
+one in Redis, so a second adopter of the same token (a redelivered message) is refused while
+the first holds the lease. The fence is read from the server, never from the token: the
+``fence`` a token carries is informational only.
 """
 
 from __future__ import annotations
@@ -13,12 +18,36 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PREFIX", "Handover", "decode", "encode"]
+from ..errors import AlreadyAdopted, LockError, LockLost
+from . import keys
+from .lock import LockKeys
+from .scripts import load
+
+__all__ = [
+    "ADOPT",
+    "ADOPTED",
+    "ALREADY_ADOPTED",
+    "PREFIX",
+    "SPENT",
+    "Adoption",
+    "Handover",
+    "adopt_args",
+    "adopt_keys",
+    "decode",
+    "decode_adopt",
+    "encode",
+    "refusal",
+]
 
 PREFIX = "redlease1."
 """The version prefix of a hand-over token (a later format gets another)."""
 
 _KINDS = {"lock": "Lock or RLock", "redlock": "Redlock"}
+
+ADOPT = load("adopt", prelude=("common_lib",))
+ADOPTED, ALREADY_ADOPTED, SPENT = 1, 2, 3
+"""adopt.lua's statuses: adopted / an adopter of the token still holds it / the token was
+adopted and that adopter released or lost it (0: not held with the token)."""
 
 
 @dataclass(frozen=True)
@@ -104,3 +133,53 @@ def _typed(fields: dict[str, Any], key: str, kind: type) -> Any:
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise ValueError(f"{key} is not a {kind.__name__}")
     return value
+
+
+def adopt_keys(lock: LockKeys, prefix: str, name: bytes) -> list[bytes]:
+    """adopt.lua's KEYS: the lock, its fence counter, and ``<prefix>:{<name>}:adopted`` (the
+    record of the last token an adoption spent, in the lock's slot)."""
+    return [lock.lock, lock.fence, *keys.tagged(prefix, name, "adopted")]
+
+
+def adopt_args(*, detached: bytes, token: bytes, ttl_ms: int) -> list[Any]:
+    """adopt.lua's ARGV: swap the ``detached`` token for the adopter's ``token``, on a lease
+    of ``ttl_ms``."""
+    return [detached, token, ttl_ms]
+
+
+@dataclass(frozen=True)
+class Adoption:
+    """adopt.lua's reply: ``status`` (:data:`ADOPTED`, :data:`ALREADY_ADOPTED`, :data:`SPENT`
+    or 0) and ``value`` (the server's fence when adopted, the adopter's ms left when already
+    adopted)."""
+
+    status: int
+    value: int
+
+
+def decode_adopt(raw: Any) -> Adoption:
+    """Decode ``{status, value}`` from adopt.lua, refusing anything else."""
+    try:
+        status, value = int(raw[0]), int(raw[1])
+    except (TypeError, ValueError, IndexError) as exc:
+        raise ValueError(f"unexpected reply from adopt.lua: {raw!r}") from exc
+    if status not in (0, ADOPTED, ALREADY_ADOPTED, SPENT):
+        raise ValueError(f"unexpected status from adopt.lua: {raw!r}")
+    return Adoption(status, value)
+
+
+def refusal(reply: Adoption, name: str | bytes) -> LockError:
+    """The error of an adoption that adopt.lua refused (``reply``) for lock ``name``."""
+    if reply.status == ALREADY_ADOPTED:
+        left = max(reply.value, 0) / 1000
+        return AlreadyAdopted(
+            f"lock {name!r} could not be adopted: its token was already adopted, and that "
+            f"adopter holds the lease ({left:g} s left on it); a token is adopted once",
+            name=name,
+            remaining=left,
+        )
+    if reply.status == SPENT:
+        why = "its token was adopted before, and that adopter released the lock or lost it"
+    else:
+        why = "its lease ran out or it was taken"
+    return LockLost(f"lock {name!r} could not be adopted: {why}", name=name)

@@ -6,6 +6,7 @@ primitive's core module names its own keys on top of :func:`tagged`, in one func
 ``build`` per primitive; for prefix ``redlease`` and the name ``orders:42``::
 
     Lock, RLock, Redlock  redlease:{orders:42}:lock  :fence  :queue  :handoff  (_core/lock.py)
+                          :adopted  (a token spent by adopt(): _core/handover.py)
     Semaphore             redlease:{orders:42}:semaphore:holders  ...  (_core/semaphore.py)
     ReadWriteLock         redlease:{orders:42}:rwlock:holders  ...     (_core/rwlock.py)
     Election              redlease:{orders:42}:election:holders  ...   (_core/election.py)

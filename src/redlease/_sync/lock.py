@@ -216,8 +216,9 @@ class Lock(Handle):
         """Stop owning the held lock without releasing it; the token that hands it over.
 
         The lease runs on in Redis (this handle no longer renews it, and is free again);
-        :meth:`adopt` takes it over, in any process, before it runs out (within its ttl). The
-        token is a plain JSON-safe str, and a capability: whoever has it can release the lock.
+        :meth:`adopt` takes it over, in any process, before it runs out (within its ttl), once.
+        The token is a plain JSON-safe str, and a capability: whoever adopts it first holds
+        the lock.
         Raises :class:`~redlease.LockNotOwned` if the caller holds nothing through this handle,
         :class:`~redlease.LockLost` if the lease was already lost.
         """
@@ -247,14 +248,20 @@ class Lock(Handle):
     ) -> Lock:
         """Take over a lease that :meth:`detach` handed over: a handle that holds it.
 
-        One script checks in Redis that the lease is still the token's and sets it to ``ttl``
-        seconds (default: the ttl of the lock that detached it); the handle then owns it, with
-        the same fence, renewed by the watchdog (unless ``renew=False``) and released by
-        :meth:`release` (``RLock.adopt`` returns an ``RLock``). ``with Lock.adopt(client,
-        token) as held:`` enters the adopted holding (it does not acquire again) and releases
-        it at the end. Raises :class:`~redlease.LockLost` if the lease ran out or was taken,
-        ``ValueError`` naming ``token`` if it is not a lock's token (``TypeError`` if not a
-        str), :class:`~redlease.LockUnavailable` if Redis failed.
+        One script checks in Redis that the lease is still the token's, and swaps it for a
+        fresh token of this handle's on a lease of ``ttl`` seconds (default: the ttl of the
+        lock that detached it): a token is adopted once. The handle then owns it, with the
+        fence the server issued to it (never the one written in the token), renewed by the
+        watchdog (unless ``renew=False``) and released by :meth:`release` (``RLock.adopt``
+        returns an ``RLock``). ``with Lock.adopt(client, token) as held:`` enters the adopted
+        holding (it does not acquire again) and releases it at the end.
+
+        Raises :class:`~redlease.AlreadyAdopted` if the token was adopted already and that
+        adopter still holds the lease (a redelivered message: the two never hold it
+        together), :class:`~redlease.LockLost` if the lease ran out or was taken, or its
+        adopter released or lost it, ``ValueError`` naming ``token`` if it is not a lock's
+        token (``TypeError`` if not a str), :class:`~redlease.LockUnavailable` if Redis
+        failed.
         """
         found = handover.decode(token, "lock")
         lock = cls(
@@ -267,23 +274,25 @@ class Lock(Handle):
             handoff=found.handoff_ms / 1000,
             fair=found.fair,
         )
-        lock._adopt(found.token, found.fence)
+        lock._adopt(found.token)
         return lock
 
-    def _adopt(self, token: bytes, fence: int) -> None:
+    def _adopt(self, detached: bytes) -> None:
         owner, holder = Background.owner(), Background.holder()
         self._mutex.acquire(None)  # a new handle's: free
+        token = new_token(name_of(owner))
+        keys = handover.adopt_keys(self._keys, self._prefix, validate.name(self.name))
+        args = handover.adopt_args(detached=detached, token=token, ttl_ms=self._ttl_ms)
         sent = time.monotonic()
         try:
-            # extend.lua: the lease is set only if the lock still holds this token
-            adopted = self._run(EXTEND, [self._keys.lock], [token, self._ttl_ms], "adopt")
+            reply = handover.decode_adopt(self._run(handover.ADOPT, keys, args, "adopt"))
         except BaseException:
             self._mutex.release()
             raise
-        if not int(adopted):
+        if reply.status != handover.ADOPTED:
             self._mutex.release()
-            raise self._lost("could not be adopted: its lease ran out or it was taken")
-        holding = self._new_holding(owner, token, fence, sent)
+            raise handover.refusal(reply, self.name)
+        holding = self._new_holding(owner, token, reply.value, sent)
         holding.acquired_at = time.monotonic()
         self._hold(holding, holder)
         self._adopted = holding
