@@ -37,6 +37,7 @@ SUBS = [
     (r"\btests\._async\b", "tests._sync"),
     (r"\b_async\b", "_sync"),
     (r"\basync_client\b", "client"),
+    (r"\basync_quiet_client\b", "quiet_client"),
     (r"\basync_redlock_clients\b", "redlock_clients"),
     (r"\basync_master_for\b", "master_for"),
 ]

@@ -88,6 +88,26 @@ def make_server() -> Iterator[Callable[..., RedisServer]]:
         srv.stop()  # stop() resumes a paused server before terminating it
 
 
+@pytest.fixture
+def quiet_client(make_server: Callable[..., RedisServer]) -> Iterator[redis.Redis]:
+    """Sync client to a server of the test's own: nothing else (another test's watchdog or
+    clean-up) sends it commands, so a test may count them."""
+    conn = make_server().client(decode_responses=False)
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
+async def async_quiet_client(
+    make_server: Callable[..., RedisServer],
+) -> AsyncIterator[redis.asyncio.Redis]:
+    """asyncio client to a server of the test's own (see ``quiet_client``)."""
+    srv = make_server()
+    conn = redis.asyncio.Redis(host=srv.host, port=srv.port, decode_responses=False)
+    yield conn
+    await conn.aclose()
+
+
 @pytest.fixture(scope="session")
 def five_servers() -> Iterator[list[RedisServer]]:
     """Five independent servers for Redlock tests (prefer ``redlock_servers``)."""

@@ -95,16 +95,16 @@ async def test_timeout_leaves_the_waiters_set(async_client: redis.asyncio.Redis)
     assert (await latch.inspect()).waiters == 0
 
 
-async def test_a_blocked_waiter_sends_no_commands(async_client: redis.asyncio.Redis) -> None:
-    latch = redlease.CountDownLatch(async_client, "idle")
+async def test_a_blocked_waiter_sends_no_commands(async_quiet_client: redis.asyncio.Redis) -> None:
+    latch = redlease.CountDownLatch(async_quiet_client, "idle")
     assert await latch.try_set_count(1)
     counted: list[int] = []
 
     async def count() -> None:
         await AsyncTasks.sleep(0.4)
-        before = await _processed(async_client)
+        before = await _processed(async_quiet_client)
         await AsyncTasks.sleep(1.0)
-        counted.append(await _processed(async_client) - before - 1)
+        counted.append(await _processed(async_quiet_client) - before - 1)
 
     results = await AsyncTasks.gather(lambda: latch.wait(1.5), count)
     assert results[0] is False

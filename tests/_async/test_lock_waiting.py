@@ -99,10 +99,10 @@ async def test_a_crowd_of_waiters_loses_no_wake_up(
     assert sorted(done) == list(range(8))
 
 
-async def test_a_blocked_waiter_sends_no_commands(async_client: redis.asyncio.Redis) -> None:
-    holder = redlease.Lock(async_client, "idle", ttl=10)
+async def test_a_blocked_waiter_sends_no_commands(async_quiet_client: redis.asyncio.Redis) -> None:
+    holder = redlease.Lock(async_quiet_client, "idle", ttl=10)
     await holder.acquire()
-    waiter = redlease.Lock(async_client, "idle")
+    waiter = redlease.Lock(async_quiet_client, "idle")
     counted: list[int] = []
 
     async def wait() -> bool:
@@ -110,9 +110,9 @@ async def test_a_blocked_waiter_sends_no_commands(async_client: redis.asyncio.Re
 
     async def count() -> None:
         await AsyncTasks.sleep(0.4)  # the waiter is queued and asleep by now
-        before = await _processed(async_client)
+        before = await _processed(async_quiet_client)
         await AsyncTasks.sleep(1.0)
-        counted.append(await _processed(async_client) - before - 1)  # minus our INFO
+        counted.append(await _processed(async_quiet_client) - before - 1)  # minus our INFO
 
     results = await AsyncTasks.gather(wait, count)
     assert results[0] is False

@@ -287,19 +287,19 @@ async def test_a_dead_reserved_waiter_is_skipped(async_client: redis.asyncio.Red
     assert await async_client.zcard(keys("dead").queue) == 0
 
 
-async def test_a_blocked_waiter_sends_no_commands(async_client: redis.asyncio.Redis) -> None:
-    sem = redlease.Semaphore(async_client, "idle", 1, ttl=10)
+async def test_a_blocked_waiter_sends_no_commands(async_quiet_client: redis.asyncio.Redis) -> None:
+    sem = redlease.Semaphore(async_quiet_client, "idle", 1, ttl=10)
     assert await sem.acquire()
     counted: list[int] = []
 
     async def wait() -> bool:
-        return await redlease.Semaphore(async_client, "idle", 1).acquire(timeout=1.5)
+        return await redlease.Semaphore(async_quiet_client, "idle", 1).acquire(timeout=1.5)
 
     async def count() -> None:
         await AsyncTasks.sleep(0.4)
-        before = await _processed(async_client)
+        before = await _processed(async_quiet_client)
         await AsyncTasks.sleep(1.0)
-        counted.append(await _processed(async_client) - before - 1)
+        counted.append(await _processed(async_quiet_client) - before - 1)
 
     results = await AsyncTasks.gather(wait, count)
     assert results[0] is False

@@ -96,16 +96,16 @@ def test_timeout_leaves_the_waiters_set(client: redis.Redis) -> None:
     assert (latch.inspect()).waiters == 0
 
 
-def test_a_blocked_waiter_sends_no_commands(client: redis.Redis) -> None:
-    latch = redlease.CountDownLatch(client, "idle")
+def test_a_blocked_waiter_sends_no_commands(quiet_client: redis.Redis) -> None:
+    latch = redlease.CountDownLatch(quiet_client, "idle")
     assert latch.try_set_count(1)
     counted: list[int] = []
 
     def count() -> None:
         Tasks.sleep(0.4)
-        before = _processed(client)
+        before = _processed(quiet_client)
         Tasks.sleep(1.0)
-        counted.append(_processed(client) - before - 1)
+        counted.append(_processed(quiet_client) - before - 1)
 
     results = Tasks.gather(lambda: latch.wait(1.5), count)
     assert results[0] is False

@@ -100,10 +100,10 @@ def test_a_crowd_of_waiters_loses_no_wake_up(
     assert sorted(done) == list(range(8))
 
 
-def test_a_blocked_waiter_sends_no_commands(client: redis.Redis) -> None:
-    holder = redlease.Lock(client, "idle", ttl=10)
+def test_a_blocked_waiter_sends_no_commands(quiet_client: redis.Redis) -> None:
+    holder = redlease.Lock(quiet_client, "idle", ttl=10)
     holder.acquire()
-    waiter = redlease.Lock(client, "idle")
+    waiter = redlease.Lock(quiet_client, "idle")
     counted: list[int] = []
 
     def wait() -> bool:
@@ -111,9 +111,9 @@ def test_a_blocked_waiter_sends_no_commands(client: redis.Redis) -> None:
 
     def count() -> None:
         Tasks.sleep(0.4)  # the waiter is queued and asleep by now
-        before = _processed(client)
+        before = _processed(quiet_client)
         Tasks.sleep(1.0)
-        counted.append(_processed(client) - before - 1)  # minus our INFO
+        counted.append(_processed(quiet_client) - before - 1)  # minus our INFO
 
     results = Tasks.gather(wait, count)
     assert results[0] is False

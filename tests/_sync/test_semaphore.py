@@ -288,19 +288,19 @@ def test_a_dead_reserved_waiter_is_skipped(client: redis.Redis) -> None:
     assert client.zcard(keys("dead").queue) == 0
 
 
-def test_a_blocked_waiter_sends_no_commands(client: redis.Redis) -> None:
-    sem = redlease.Semaphore(client, "idle", 1, ttl=10)
+def test_a_blocked_waiter_sends_no_commands(quiet_client: redis.Redis) -> None:
+    sem = redlease.Semaphore(quiet_client, "idle", 1, ttl=10)
     assert sem.acquire()
     counted: list[int] = []
 
     def wait() -> bool:
-        return redlease.Semaphore(client, "idle", 1).acquire(timeout=1.5)
+        return redlease.Semaphore(quiet_client, "idle", 1).acquire(timeout=1.5)
 
     def count() -> None:
         Tasks.sleep(0.4)
-        before = _processed(client)
+        before = _processed(quiet_client)
         Tasks.sleep(1.0)
-        counted.append(_processed(client) - before - 1)
+        counted.append(_processed(quiet_client) - before - 1)
 
     results = Tasks.gather(wait, count)
     assert results[0] is False
