@@ -112,23 +112,24 @@ def django_lock(
     cache object (``django.core.cache.caches["default"]``); the lock runs on that cache's
     Redis client, the one ``django_redis.get_redis_connection(alias)`` returns, and is named
     as ``cache.lock()`` names it (``cache.make_key(key, version)``, so ``KEY_PREFIX`` and
-    ``VERSION`` apply). Same arguments as ``cache.lock()``, plus ``lease`` (see :class:`Lock`).
-    Nothing is sent to Redis until it is acquired.
+    ``VERSION`` apply). On a sharded cache (django-redis's ``ShardClient``) the lock lives
+    on the server the cache's hash ring gives that name (a ``{tag}`` in the key picks it), as
+    ``cache.lock()`` places it. Same arguments as ``cache.lock()``, plus ``lease`` (see
+    :class:`Lock`). Nothing is sent to Redis until it is acquired.
     """
     # Django is an optional extra: imported only when this function is called.
     from django.core.cache import caches  # type: ignore[import-untyped,unused-ignore]
 
     backend = caches[cache] if isinstance(cache, str) else cache
-    try:
-        get_client = backend.client.get_client
-    except AttributeError:
+    if not hasattr(getattr(backend, "client", None), "get_client"):
         raise TypeError(
             "cache must be a django-redis cache (or the alias of one), got "
             f"{type(backend).__name__}"
-        ) from None
+        )
+    name = str(backend.make_key(key, version=version))
     return Lock(
-        get_client(write=True),
-        str(backend.make_key(key, version=version)),
+        _django_redis_client(backend.client, name),
+        name,
         timeout,
         sleep,
         blocking,
@@ -137,3 +138,20 @@ def django_lock(
         raise_on_release_error,
         lease=lease,
     )
+
+
+def _django_redis_client(client: Any, name: str) -> Any:
+    """The redis-py client that django-redis's ``cache.lock(name)`` would use: a sharded
+    cache (``ShardClient``, which has no single client) puts the lock on the server its hash
+    ring gives ``name``, as ``ShardClient.lock`` does."""
+    get_server = getattr(client, "get_server", None)
+    if callable(get_server):
+        return get_server(name)
+    try:
+        return client.get_client(write=True)
+    except NotImplementedError:
+        raise TypeError(
+            f"django_lock cannot find the Redis client of this {type(client).__name__} "
+            "(a django-redis client class whose get_client() is not implemented, with no "
+            "get_server(key)): pass its redis-py client to redlease.compat.Lock instead"
+        ) from None
