@@ -56,7 +56,15 @@ from ._sync.ratelimit import RateLimiter
 from ._synchronization import ProcessLock
 from .errors import RateLimitUnavailable
 
-__all__ = ["Key", "RateLimitMiddleware", "client", "client_address", "header", "rate_limit"]
+__all__ = [
+    "TIMEOUT",
+    "Key",
+    "RateLimitMiddleware",
+    "client",
+    "client_address",
+    "header",
+    "rate_limit",
+]
 
 Key = Callable[[HttpRequest], str | bytes | None]
 """A request's subject: a function of the ``HttpRequest``; ``None`` exempts the request."""
