@@ -15,6 +15,10 @@ matching redlease error (see the table in ``docs/moving-from-redis-py.md``). Wha
 than redis-py stays safer: ``timeout=None`` is a lease renewed while held (a dead holder frees
 it), waiters are served in FIFO order and woken by pub/sub (``sleep`` is ignored), a sync
 lock belongs to the thread that took it, and ``fence`` is there for those who want it.
+redlease's own options go through ``functools.partial`` (``r.lock(name,
+lock_class=functools.partial(redlease.compat.Lock, lease=3))``: redis-py's ``Redis.lock``
+passes no other keyword). ``keys="redis-py"`` keeps the lock in redis-py's own key (a
+mixed fleet during a rolling migration: see ``docs/moving-from-redis-py.md``).
 
 :func:`django_lock` gives the same lock from a django-redis cache (the ``django`` extra).
 This module is not ``redlease._compat`` (redlease's own bridge across redis-py versions).
@@ -51,8 +55,9 @@ class Lock(RedisPyLock):
     """redis-py's ``redis.lock.Lock`` on a redlease :class:`~redlease.Lock`.
 
     ``Lock(r, name, timeout=None, sleep=0.1, blocking=True, blocking_timeout=None,
-    thread_local=True, raise_on_release_error=True)``, or ``r.lock(name, ...,
-    lock_class=redlease.compat.Lock)``. Methods: ``acquire``, ``release``, ``extend``,
+    thread_local=True, raise_on_release_error=True, *, lease=10.0, prefix="redlease",
+    keys="redlease")``, or ``r.lock(name, ..., lock_class=redlease.compat.Lock)``
+    (``functools.partial(redlease.compat.Lock, lease=3)`` for redlease's options). Methods: ``acquire``, ``release``, ``extend``,
     ``reacquire``, ``locked``, ``owned``, ``with``; and ``fence``, ``lock`` (the redlease lock).
     """
 
