@@ -57,8 +57,9 @@ class Lock(RedisPyLock):
     ``Lock(r, name, timeout=None, sleep=0.1, blocking=True, blocking_timeout=None,
     thread_local=True, raise_on_release_error=True, *, lease=10.0, prefix="redlease",
     keys="redlease")``, or ``r.lock(name, ..., lock_class=redlease.compat.Lock)``
-    (``functools.partial(redlease.compat.Lock, lease=3)`` for redlease's options). Methods: ``acquire``, ``release``, ``extend``,
-    ``reacquire``, ``locked``, ``owned``, ``with``; and ``fence``, ``lock`` (the redlease lock).
+    (``functools.partial(redlease.compat.Lock, lease=3)`` for redlease's options). Methods:
+    ``acquire``, ``release``, ``extend``, ``reacquire``, ``locked``, ``owned``, ``with``; and
+    ``fence``, ``lock`` (the redlease lock).
     """
 
     def acquire(
