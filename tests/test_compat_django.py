@@ -7,6 +7,7 @@ test server with ``settings.configure(CACHES=...)``.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ import redis.exceptions  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.cache import caches  # noqa: E402
 from django.test import override_settings  # noqa: E402
+from django_redis.client import DefaultClient  # noqa: E402
 
 import redlease  # noqa: E402
 import redlease.compat  # noqa: E402
@@ -79,3 +81,40 @@ def test_django_lock_raises_redis_pys_errors(cache: object) -> None:
 def test_django_lock_refuses_a_cache_that_is_not_django_redis(cache: object) -> None:
     with pytest.raises(TypeError, match="django-redis"):
         redlease.compat.django_lock("x", cache=object())
+
+
+class NoClient(DefaultClient):  # type: ignore[misc]
+    """A django-redis client class with neither one client nor a hash ring (as a custom
+    CLIENT_CLASS may be): django_lock must say so, not raise a bare NotImplementedError."""
+
+    def get_client(self, *args: object, **kwargs: object) -> None:
+        raise NotImplementedError
+
+
+def test_django_lock_on_a_sharded_cache_lives_where_cache_lock_puts_it(
+    cache: object, make_server: Any
+) -> None:
+    servers = [make_server(), make_server()]
+    location = [f"redis://{s.host}:{s.port}/0" for s in servers]
+    sharded = {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": location,
+               "OPTIONS": {"CLIENT_CLASS": "django_redis.client.ShardClient"}}  # fmt: skip
+    no_client = {"CLIENT_CLASS": f"{__name__}.NoClient"}
+    custom = {**sharded, "LOCATION": location[0], "OPTIONS": no_client}
+    with override_settings(CACHES={"default": sharded, "custom": custom}):
+        backend = caches["default"]
+        clients = [redis.Redis.from_url(url) for url in location]  # to look for its keys
+        used = {}
+        for key in [f"job-{i}" for i in range(8)] + ["{user:1}a", "{user:1}b"]:
+            lock = redlease.compat.django_lock(key, blocking_timeout=0)
+            assert lock.redis is backend.lock(key).redis  # django-redis's own placement
+            other = redlease.compat.django_lock(key, cache=backend, blocking_timeout=0)
+            with lock:
+                assert Tasks.run(other.acquire) is False
+                holding = [bool(c.keys(f"*{lock.name}*")) for c in clients]
+                assert sorted(holding) == [False, True]  # its keys on one server, the ring's
+            used[id(lock.redis)] = lock.redis
+        assert len(used) == 2  # (ten names over two servers: both take some)
+        with pytest.raises(TypeError, match=r"get_client\(\) is not implemented"):
+            redlease.compat.django_lock("x", cache="custom")
+    for client in [*clients, *used.values()]:
+        redlease.close(client)

@@ -46,7 +46,12 @@ def test_every_test_the_migration_page_names_exists() -> None:
     named = set(re.findall(r"`(test_\w+)`", page))
     sources = "".join(
         (root / path).read_text()
-        for path in ("_async/test_compat_lock.py", "test_compat_lock.py", "test_compat_django.py")
+        for path in (
+            "_async/test_compat_lock.py",
+            "_async/test_compat_fleet.py",
+            "test_compat_lock.py",
+            "test_compat_django.py",
+        )
     )
     defined = set(re.findall(r"def (test_\w+)", sources))
     assert len(named) > 20

@@ -122,11 +122,14 @@ def error(primitive: str, name: str, operation: str, exc: BaseException) -> None
         _call(observer, "error", primitive, name, operation, exc)
 
 
-def rate_limit_unavailable(name: str, decision: str, exc: BaseException) -> None:
+def rate_limit_unavailable(
+    name: str, decision: str, exc: BaseException, level: int = logging.WARNING
+) -> None:
     """A web rate limit could not reach Redis; the request was let through (``decision``
-    ``"allow"``) or refused with 503 (``"deny"``)."""
+    ``"allow"``) or refused with 503 (``"deny"``). ``level``: DEBUG for a request that did
+    not ask Redis (a back-off after a failure, which was logged at WARNING)."""
     record(
-        logging.WARNING,
+        level,
         "ratelimit_unavailable",
         "rate limiter %r could not reach Redis: request %s (on_unavailable=%r): %s: %s",
         name,

@@ -15,6 +15,10 @@ matching redlease error (see the table in ``docs/moving-from-redis-py.md``). Wha
 than redis-py stays safer: ``timeout=None`` is a lease renewed while held (a dead holder frees
 it), waiters are served in FIFO order and woken by pub/sub (``sleep`` is ignored), a sync
 lock belongs to the thread that took it, and ``fence`` is there for those who want it.
+redlease's own options go through ``functools.partial`` (``r.lock(name,
+lock_class=functools.partial(redlease.compat.Lock, lease=3))``: redis-py's ``Redis.lock``
+passes no other keyword). ``keys="redis-py"`` keeps the lock in redis-py's own key (a
+mixed fleet during a rolling migration: see ``docs/moving-from-redis-py.md``).
 
 :func:`django_lock` gives the same lock from a django-redis cache (the ``django`` extra).
 This module is not ``redlease._compat`` (redlease's own bridge across redis-py versions).
@@ -51,9 +55,11 @@ class Lock(RedisPyLock):
     """redis-py's ``redis.lock.Lock`` on a redlease :class:`~redlease.Lock`.
 
     ``Lock(r, name, timeout=None, sleep=0.1, blocking=True, blocking_timeout=None,
-    thread_local=True, raise_on_release_error=True)``, or ``r.lock(name, ...,
-    lock_class=redlease.compat.Lock)``. Methods: ``acquire``, ``release``, ``extend``,
-    ``reacquire``, ``locked``, ``owned``, ``with``; and ``fence``, ``lock`` (the redlease lock).
+    thread_local=True, raise_on_release_error=True, *, lease=10.0, prefix="redlease",
+    keys="redlease")``, or ``r.lock(name, ..., lock_class=redlease.compat.Lock)``
+    (``functools.partial(redlease.compat.Lock, lease=3)`` for redlease's options). Methods:
+    ``acquire``, ``release``, ``extend``, ``reacquire``, ``locked``, ``owned``, ``with``; and
+    ``fence``, ``lock`` (the redlease lock).
     """
 
     def acquire(
@@ -112,23 +118,24 @@ def django_lock(
     cache object (``django.core.cache.caches["default"]``); the lock runs on that cache's
     Redis client, the one ``django_redis.get_redis_connection(alias)`` returns, and is named
     as ``cache.lock()`` names it (``cache.make_key(key, version)``, so ``KEY_PREFIX`` and
-    ``VERSION`` apply). Same arguments as ``cache.lock()``, plus ``lease`` (see :class:`Lock`).
-    Nothing is sent to Redis until it is acquired.
+    ``VERSION`` apply). On a sharded cache (django-redis's ``ShardClient``) the lock lives
+    on the server the cache's hash ring gives that name (a ``{tag}`` in the key picks it), as
+    ``cache.lock()`` places it. Same arguments as ``cache.lock()``, plus ``lease`` (see
+    :class:`Lock`). Nothing is sent to Redis until it is acquired.
     """
     # Django is an optional extra: imported only when this function is called.
     from django.core.cache import caches  # type: ignore[import-untyped,unused-ignore]
 
     backend = caches[cache] if isinstance(cache, str) else cache
-    try:
-        get_client = backend.client.get_client
-    except AttributeError:
+    if not hasattr(getattr(backend, "client", None), "get_client"):
         raise TypeError(
             "cache must be a django-redis cache (or the alias of one), got "
             f"{type(backend).__name__}"
-        ) from None
+        )
+    name = str(backend.make_key(key, version=version))
     return Lock(
-        get_client(write=True),
-        str(backend.make_key(key, version=version)),
+        _django_redis_client(backend.client, name),
+        name,
         timeout,
         sleep,
         blocking,
@@ -137,3 +144,20 @@ def django_lock(
         raise_on_release_error,
         lease=lease,
     )
+
+
+def _django_redis_client(client: Any, name: str) -> Any:
+    """The redis-py client that django-redis's ``cache.lock(name)`` would use: a sharded
+    cache (``ShardClient``, which has no single client) puts the lock on the server its hash
+    ring gives ``name``, as ``ShardClient.lock`` does."""
+    get_server = getattr(client, "get_server", None)
+    if callable(get_server):
+        return get_server(name)
+    try:
+        return client.get_client(write=True)
+    except NotImplementedError:
+        raise TypeError(
+            f"django_lock cannot find the Redis client of this {type(client).__name__} "
+            "(a django-redis client class whose get_client() is not implemented, with no "
+            "get_server(key)): pass its redis-py client to redlease.compat.Lock instead"
+        ) from None

@@ -22,13 +22,21 @@ reached, ``"allow"`` lets requests through and ``"deny"`` answers 503; each deci
 (``redlease_event`` ``"ratelimit_unavailable"``) and counted by the metrics observer.
 
 The client is ``client=`` if given, else one ``redis.Redis.from_url(settings.REDLEASE["url"])``
-per process (:func:`client`). Async views are checked in a worker thread (asgiref).
+per process (:func:`client`), with short timeouts: ``REDLEASE["socket_timeout"]`` and
+``REDLEASE["socket_connect_timeout"]`` (default 0.5 s each; ``None``: none; the URL's own
+``?socket_timeout=`` wins). After Redis failed, the helpers stop asking it for
+``REDLEASE["backoff"]`` seconds (default 2; ``0``: never stop), per client: each request then
+gets its ``on_unavailable`` answer at once instead of waiting a timeout per limiter, and one
+request a back-off tries Redis again. Async views are checked in a worker thread (asgiref).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import logging
+import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +48,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.module_loading import import_string
 
 from . import _observe
+from ._core import breaker as breakers
 from ._core import ratelimit as core
 from ._core import ratelimit_http as http
 from ._core import rates as notation
@@ -47,28 +56,75 @@ from ._sync.ratelimit import RateLimiter
 from ._synchronization import ProcessLock
 from .errors import RateLimitUnavailable
 
-__all__ = ["Key", "RateLimitMiddleware", "client", "client_address", "header", "rate_limit"]
+__all__ = [
+    "TIMEOUT",
+    "Key",
+    "RateLimitMiddleware",
+    "client",
+    "client_address",
+    "header",
+    "rate_limit",
+]
 
 Key = Callable[[HttpRequest], str | bytes | None]
 """A request's subject: a function of the ``HttpRequest``; ``None`` exempts the request."""
 
-_clients: dict[str, redis.Redis] = {}
+TIMEOUT = 0.5
+"""Default ``socket_timeout`` and ``socket_connect_timeout`` of the client made from settings."""
+
+_TIMEOUTS = ("socket_timeout", "socket_connect_timeout")
+_clients: dict[tuple[Any, ...], redis.Redis] = {}
 _clients_guard = ProcessLock()
+_breakers: weakref.WeakKeyDictionary[Any, breakers.Breaker] = weakref.WeakKeyDictionary()
+_breakers_guard = ProcessLock()
+
+
+def _settings() -> dict[str, Any]:
+    config = getattr(settings, "REDLEASE", None)
+    return config if isinstance(config, dict) else {}
+
+
+def _timeout(config: dict[str, Any], option: str) -> float | None:
+    value = config.get(option, TIMEOUT)
+    if value is None:
+        return None
+    arg = f'REDLEASE["{option}"]'
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{arg} must be a number of seconds or None, got {type(value).__name__}")
+    if not 0 < value < float("inf"):
+        raise ValueError(f"{arg} must be > 0 seconds (or None: no timeout), got {value!r}")
+    return float(value)
 
 
 def client() -> redis.Redis:
-    """The client of ``settings.REDLEASE["url"]``, made on first use and kept per URL."""
-    config = getattr(settings, "REDLEASE", None)
-    if not isinstance(config, dict) or not isinstance(config.get("url"), str):
+    """The client of ``settings.REDLEASE["url"]``, made on first use and kept per URL and
+    timeouts (``REDLEASE["socket_timeout"]``, ``["socket_connect_timeout"]``: default
+    :data:`TIMEOUT`)."""
+    config = _settings()
+    if not isinstance(config.get("url"), str):
         raise ImproperlyConfigured(
             'redlease needs settings.REDLEASE = {"url": "redis://..."} (or pass client=)'
         )
     url: str = config["url"]
+    options = {name: _timeout(config, name) for name in _TIMEOUTS}
+    key = (url, *options.values())
     with _clients_guard:
-        made = _clients.get(url)
-        if made is None:
-            made = _clients[url] = redis.Redis.from_url(url)
+        made = _clients.get(key)
+        if made is None:  # the URL's own query options win over these (redis-py's rule)
+            made = _clients[key] = redis.Redis.from_url(url, **options)
     return made
+
+
+def _breaker(conn: Any) -> breakers.Breaker:
+    """The breaker of client ``conn``: one per client, so that a view behind the middleware
+    and a decorator pays one timeout per back-off, not one per limiter."""
+    with _breakers_guard:
+        found = _breakers.get(conn)
+        if found is None:
+            given = _settings().get("backoff", breakers.BACKOFF)
+            backoff = breakers.backoff(given, 'REDLEASE["backoff"]')
+            found = _breakers[conn] = breakers.Breaker(backoff)
+    return found
 
 
 def client_address(request: HttpRequest) -> str:
@@ -108,10 +164,12 @@ class _Check:
         self.client = options.pop("client")
         self.rate, self.name, self.options = rate, name, options
         self._limiter: RateLimiter | None = None
+        self._breaker = breakers.Breaker(0)  # replaced by the client's on first use
 
     def limiter(self) -> RateLimiter:
         if self._limiter is None:
             conn = client() if self.client is None else self.client
+            self._breaker = _breaker(conn)
             self._limiter = RateLimiter(conn, self.name, rate=self.rate, **self.options)
         return self._limiter
 
@@ -119,12 +177,23 @@ class _Check:
         subject = self.key(request)
         if subject is None:
             return http.Verdict(None, ())
-        limiter = self.limiter()
+        limiter, breaker = self.limiter(), self._breaker
+        with _breakers_guard:  # one trial per back-off, whatever the threads
+            asks = breaker.allows(time.monotonic())
+        if not asks:
+            skipped = RateLimitUnavailable(
+                f"not asked: Redis failed, back-off for {breaker.backoff:g} s"
+            )
+            _observe.rate_limit_unavailable(str(limiter.name), self.choice, skipped, logging.DEBUG)
+            return http.outage(self.choice)
         try:
-            return http.verdict(limiter.hit(subject, self.cost))
+            result = limiter.hit(subject, self.cost)
         except RateLimitUnavailable as exc:
+            breaker.failed(time.monotonic())
             _observe.rate_limit_unavailable(str(limiter.name), self.choice, exc)
             return http.outage(self.choice)
+        breaker.succeeded()
+        return http.verdict(result)
 
 
 def _refusal(verdict: http.Verdict) -> HttpResponse:

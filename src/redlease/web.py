@@ -17,6 +17,11 @@ client's address; ``key=redlease.web.header("X-API-Key")`` or any function of th
 ``Retry-After`` and the ``RateLimit-*`` headers (draft-ietf-httpapi-ratelimit-headers-06, see
 :mod:`redlease._core.ratelimit_http`), which allowed responses carry too.
 
+A FastAPI route that returns a ``Response`` itself (``JSONResponse``, ``StreamingResponse``...)
+gets none of the headers a dependency set (FastAPI applies them only to what it builds, and a
+dependency cannot reach the response): add :class:`RateLimitHeaders` (or
+:class:`RateLimitMiddleware`, which does the same) and such responses carry them too.
+
 ``on_unavailable`` has no default: when Redis cannot be reached, ``"allow"`` lets requests
 through and ``"deny"`` answers 503. Each such decision is logged (``redlease_event``
 ``"ratelimit_unavailable"``) and counted by the metrics observer
@@ -41,11 +46,21 @@ from ._core import ratelimit as core
 from ._core import ratelimit_http as http
 from .asyncio import RateLimit, RateLimiter, RateLimitUnavailable
 
-__all__ = ["Key", "RateLimitMiddleware", "client_address", "header", "rate_limit"]
+__all__ = [
+    "Key",
+    "RateLimitHeaders",
+    "RateLimitMiddleware",
+    "client_address",
+    "header",
+    "rate_limit",
+]
 
 Subject = str | bytes | None
 Key = Callable[[Request], Subject | Awaitable[Subject]]
 """A request's subject: a function of the ``Request``, sync or async; ``None`` exempts it."""
+
+_FIELDS = "redlease.ratelimit_fields"
+"""The scope key under which the dependency leaves its fields for a middleware to add."""
 
 
 def client_address(request: Request) -> str:
@@ -97,6 +112,39 @@ def _limiter(client: Any, name: str, rate: str, options: dict[str, Any]) -> Rate
     return RateLimiter(client, name, rate=rate, **options)
 
 
+def _adding_fields(scope: Scope, send: Send, own: tuple[tuple[str, str], ...]) -> Send:
+    """``send``, adding to the response the fields a route's dependency left in ``scope``,
+    then ``own``, each only where the response has no such field (the tighter one wins)."""
+
+    async def send_with_fields(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            fields = MutableHeaders(scope=message)
+            for field, value in (*scope.get(_FIELDS, {}).items(), *own):
+                fields.setdefault(field, value)
+        await send(message)
+
+    return send_with_fields
+
+
+class RateLimitHeaders:
+    """ASGI middleware that limits nothing: it adds the ``RateLimit-*`` fields a
+    :func:`rate_limit` dependency decided to the response, where the route's response lacks
+    them, as when a FastAPI route returns a ``Response`` itself.
+
+    ``app.add_middleware(RateLimitHeaders)``; :class:`RateLimitMiddleware` does the same.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        """Wrap ``app``."""
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        await self.app(scope, receive, _adding_fields(scope, send, ()))
+
+
 class RateLimitMiddleware:
     """ASGI middleware: every HTTP request of the app counts against ``rate`` for its subject.
 
@@ -142,18 +190,8 @@ class RateLimitMiddleware:
             response = PlainTextResponse(verdict.body, verdict.status, dict(verdict.headers))
             await response(scope, receive, send)
             return
-        if not verdict.headers:
-            await self.app(scope, receive, send)
-            return
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                fields = MutableHeaders(scope=message)
-                for field, value in verdict.headers:
-                    fields.setdefault(field, value)  # a route's own (tighter) limit wins
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)
+        # A route's own (tighter) limit wins: its response's fields, or its dependency's.
+        await self.app(scope, receive, _adding_fields(scope, send, verdict.headers))
 
 
 def rate_limit(
@@ -171,7 +209,9 @@ def rate_limit(
     """A FastAPI dependency: ``Depends(rate_limit(client, "10/second", on_unavailable=...))``.
 
     A refused request raises ``HTTPException(429)`` with the headers; an allowed one gets
-    them on its response, and the dependency's value is the :class:`~redlease.RateLimit`
+    them on its response (on a ``Response`` the route returns itself, only with
+    :class:`RateLimitHeaders` or :class:`RateLimitMiddleware` installed), and the
+    dependency's value is the :class:`~redlease.RateLimit`
     (``None`` when exempt or unavailable). Without ``name``, each route counts on its own
     (the limiter is named after the route's path template); give ``name`` to share one
     budget between the routes that use it. Other parameters as :class:`RateLimitMiddleware`.
@@ -197,6 +237,8 @@ def rate_limit(
             raise HTTPException(verdict.status, verdict.body, dict(verdict.headers))
         for field, value in verdict.headers:
             response.headers[field] = value
+        if verdict.headers:  # for RateLimitHeaders, should the route return its own Response
+            request.scope.setdefault(_FIELDS, {}).update(verdict.headers)
         return result
 
     return dependency

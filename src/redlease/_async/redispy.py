@@ -17,6 +17,7 @@ from .._core import redispy as core
 from .._logging import record
 from ..errors import LockError as RedleaseLockError
 from .lock import AsyncLock
+from .redispy_keys import AsyncRedisPyKeysLock
 
 __all__ = ["AsyncRedisPyLock"]
 
@@ -38,16 +39,19 @@ class AsyncRedisPyLock:
         *,
         lease: float = 10.0,
         prefix: str = "redlease",
+        keys: str = "redlease",
     ) -> None:
         """Describe a lock as redis-py does; nothing is sent to Redis until :meth:`acquire`.
 
         :param redis: your redis-py client (what ``Redis.lock(lock_class=...)`` passes).
         :param name: the lock's name; redlease's keys are ``<prefix>:{<name>}:...``, not
-            ``name`` itself, so a redis-py ``Lock`` of the same name does not exclude it.
+            ``name`` itself, so a redis-py ``Lock`` of the same name does not exclude it
+            (unless ``keys="redis-py"``).
         :param timeout: the lock's life in seconds: it expires then unless extended (not
             renewed). ``None``: a lease of ``lease`` seconds renewed by the watchdog while
             held, so a dead holder frees it within ``lease`` (redis-py's never expires).
-        :param sleep: accepted and ignored: waiters are woken by pub/sub, in FIFO order.
+        :param sleep: accepted and ignored: waiters are woken by pub/sub, in FIFO order
+            (with ``keys="redis-py"``: the pause between two tries, as in redis-py).
         :param blocking: the default of ``acquire(blocking=)``.
         :param blocking_timeout: the default of ``acquire(blocking_timeout=)``: seconds to
             wait, ``None`` forever.
@@ -57,6 +61,11 @@ class AsyncRedisPyLock:
             raising, when the lock was no longer held.
         :param lease: redlease: the renewed lease of a ``timeout=None`` lock, in seconds.
         :param prefix: redlease: the key prefix.
+        :param keys: redlease: ``"redlease"`` (redlease's keys: fair, fenced) or
+            ``"redis-py"``: the lock is redis-py's own key ``name`` holding the token, so it
+            excludes redis-py's ``Lock`` of that name and the other way round (a rolling
+            migration); waiters poll every ``sleep`` seconds, and ``fence`` is the server's
+            clock at the grant (see ``docs/moving-from-redis-py.md``).
         """
         ttl_ms = core.lock_timeout(timeout)
         lease = core.lease(lease, "lease")
@@ -70,15 +79,21 @@ class AsyncRedisPyLock:
         self.blocking_timeout = wait
         self.thread_local = bool(thread_local)
         self.raise_on_release_error = bool(raise_on_release_error)
-        self.lock = AsyncLock(
-            redis,
-            name,
-            ttl=lease if ttl_ms is None else ttl_ms / 1000,
-            timeout=wait,
-            prefix=prefix,
-            renew=ttl_ms is None,
-        )
-        """The redlease lock underneath (its ``fence``, ``inspect()``, ``remaining()``)."""
+        self.keys = core.keys(keys)
+        ttl = lease if ttl_ms is None else ttl_ms / 1000
+        self.lock: AsyncLock | AsyncRedisPyKeysLock
+        """The redlease lock underneath (its ``fence``, ``remaining()``)."""
+        if self.keys == "redlease":
+            self.lock = AsyncLock(
+                redis, name, ttl=ttl, timeout=wait, prefix=prefix, renew=ttl_ms is None
+            )
+        elif prefix != "redlease":
+            raise ValueError("prefix applies to keys='redlease' only: redis-py's key is the name")
+        else:
+            pause = 0.1 if sleep is None else max(float(sleep), 0.001)  # never a tight loop
+            self.lock = AsyncRedisPyKeysLock(
+                redis, name, ttl=ttl, timeout=wait, renew=ttl_ms is None, sleep=pause
+            )
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} timeout={self.timeout} on {self.lock!r}>"

@@ -24,14 +24,22 @@ import redis.exceptions
 
 from .. import errors
 from . import validate
+from .scripts import load
 
 __all__ = [
+    "ACQUIRE",
+    "INSPECT",
+    "KEYS",
+    "RELEASE",
     "LockError",
     "LockNotOwnedError",
     "NotAcquiredError",
     "NotHeldError",
     "UnavailableError",
     "blocking_timeout",
+    "decode_acquire",
+    "decode_inspect",
+    "keys",
     "lease",
     "lock_timeout",
     "seconds",
@@ -84,6 +92,34 @@ def translate(exc: errors.LockError, name: str | bytes) -> errors.LockError:
     if isinstance(exc, errors.LockUnavailable):
         return UnavailableError(message, name=name)
     return exc
+
+
+# -- keys="redis-py": the lock in redis-py's own key (one key, its name; value: the token) ----
+KEYS = ("redlease", "redis-py")
+"""Where a ``redlease.compat`` lock lives: redlease's keys (the default: fair, fenced by a
+counter) or redis-py's one key, so that redis-py's ``Lock`` and this one exclude each other."""
+ACQUIRE = load("redispy_acquire", prelude=("common_lib",))
+RELEASE = load("redispy_release")
+INSPECT = load("redispy_inspect")
+
+
+def keys(value: Any) -> str:
+    """``keys``: ``"redlease"`` or ``"redis-py"``."""
+    if not isinstance(value, str):
+        raise TypeError(f"keys must be 'redlease' or 'redis-py', got {type(value).__name__}")
+    if value not in KEYS:
+        raise ValueError(f"keys must be 'redlease' or 'redis-py', got {value!r}")
+    return value
+
+
+def decode_acquire(raw: Any) -> tuple[bool, int]:
+    """redispy_acquire.lua's reply: (acquired, the fence if so, else the holder's ms left)."""
+    return bool(int(raw[0])), int(raw[1])
+
+
+def decode_inspect(raw: Any) -> tuple[bool, bool, int]:
+    """redispy_inspect.lua's reply: (held, held with our token, ms left: -1 none, -2 free)."""
+    return bool(int(raw[0])), bool(int(raw[1])), int(raw[2])
 
 
 # -- argument checks (named as redis-py names them) -----------------------------------------
