@@ -42,7 +42,8 @@ def start(
     url: str, tag: str, modes: list[str], seconds: float = 0.2
 ) -> list[subprocess.Popen[str]]:
     """Start one scheduler per mode; once all are ready, give them the first instant."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "tests.apscheduler.scheduler", url, tag, mode, str(seconds)],
