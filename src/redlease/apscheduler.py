@@ -28,6 +28,9 @@ a fire newer than the last one started. So:
   for the fire may run it again once the lease ran out;
 * ``coalesce``: APScheduler hands over only the last of the missed instants, which is the fire.
 
+Inside a job, :func:`current_fire` tells its fire: the job id, the scheduled instant and the
+lock's fence (pass it to storage that must refuse a cut-short run's late writes).
+
 A skipped fire sends no event (the scheduler that ran it sends ``EVENT_JOB_EXECUTED``); one
 too late sends ``EVENT_JOB_MISSED``. Skips are logged at DEBUG (``fire_skipped``) and counted
 in the metrics (primitive ``apscheduler``, outcome ``not_acquired``). Needs the extra
