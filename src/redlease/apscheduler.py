@@ -89,8 +89,11 @@ class _Wrapper(BaseExecutor):  # type: ignore[misc]
     def start(self, scheduler: Any, alias: str) -> None:
         super().start(scheduler, alias)
         self.executor.start(scheduler, alias)
-        # The wrapped executor reports each finished submission here: skipped fires out.
-        self.executor._run_job_success = functools.partial(_relay, self.executor._run_job_success)
+        # The wrapped executor reports each finished submission here: skipped fires out
+        # (once only, should the scheduler be started again).
+        success = self.executor._run_job_success
+        if getattr(success, "func", None) is not _relay:
+            self.executor._run_job_success = functools.partial(_relay, success)
 
     def shutdown(self, wait: bool = True) -> None:
         self.executor.shutdown(wait)

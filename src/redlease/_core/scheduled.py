@@ -76,7 +76,7 @@ class Fire:
 
 @dataclass(frozen=True)
 class Skipped:
-    """A fire this scheduler did not run: ``reason`` (a key of :data:`REASONS`) and its
+    """A fire this scheduler did not run: ``reason`` (a key of ``REASONS``) and its
     ``instant`` (ms since the epoch)."""
 
     reason: str
