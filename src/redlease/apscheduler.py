@@ -11,7 +11,10 @@
 Run the same scheduler in every process (gunicorn workers, replicas): each fire of a job, its
 ``job.id`` and scheduled instant, runs on one of them; the others skip it. The key is the
 scheduled instant (UTC), never a local clock's "now", so schedulers whose clocks disagree by
-seconds still agree on which fire is which. Give jobs explicit ids (the same in every process).
+seconds still agree on which fire is which. Give jobs explicit ids (the same in every process),
+and triggers whose instants are the same in every process: ``cron`` and ``date`` triggers, an
+``interval`` trigger with a shared ``start_date`` (without one, each process counts from its
+own start, and no two fires coincide).
 
 How: a fire waits for the job's lock (``apscheduler:<job id>``, a lease of ``ttl`` renewed
 while the job runs) at most until the job's ``misfire_grace_time`` runs out, then reads the
