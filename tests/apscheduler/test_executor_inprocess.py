@@ -27,6 +27,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+import redlease.metrics
 from redlease import FencedStore
 from redlease.apscheduler import AsyncIOOnceExecutor, OnceExecutor, current_fire
 
@@ -98,8 +99,32 @@ def test_with_redis_down_a_fire_is_skipped_not_run(
     assert skipped[0].redlease_reason == "unavailable"
 
 
-def test_a_fire_run_elsewhere_sends_no_event_here(client: redis.Redis) -> None:
-    """Recorded as done by "another scheduler" (its record written as it would be)."""
+class Counted(redlease.metrics.Observer):
+    """Records the fires' outcomes as the metrics see them."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    def acquired(self, primitive: str, name: str, waited: float) -> None:
+        if primitive == "apscheduler":
+            self.seen.append(("acquired", name))
+
+    def not_acquired(self, primitive: str, name: str, waited: float) -> None:
+        if primitive == "apscheduler":
+            self.seen.append(("not_acquired", name))
+
+
+@pytest.fixture
+def counted() -> Iterator[Counted]:
+    observer = Counted()
+    previous = redlease.metrics.use(observer)
+    yield observer
+    redlease.metrics.use(previous)
+
+
+def test_a_fire_run_elsewhere_sends_no_event_here(client: redis.Redis, counted: Counted) -> None:
+    """Recorded as done by "another scheduler" (its record written as it would be): skipped,
+    with no event, and counted as not acquired."""
     ran: list[int] = []
 
     def job() -> None:
@@ -118,6 +143,7 @@ def test_a_fire_run_elsewhere_sends_no_event_here(client: redis.Redis) -> None:
     time.sleep(1.0)  # the same instant: skipped at once (nothing to wait for)
     scheduler.shutdown(wait=True)
     assert ran == [1] and events == []
+    assert counted.seen == [("acquired", "job"), ("not_acquired", "job")]
     record = FencedStore(client, "apscheduler:job", prefix="t5").read().fields
     assert record[b"state"] == b"done"
 
