@@ -9,7 +9,8 @@ holder paused past its lease cannot overwrite its successor's record)::
     state      running | done
     host, pid  who ran it
 
-So a job keeps three keys, whatever the number of its fires: no key per fire, none to expire.
+So between fires a job keeps three keys (the lock's fence counter, the record and its meta),
+whatever the number of its fires: no key per fire, none to expire.
 Holding the lock, a scheduler reads the record and :func:`decide`\\ s: an instant that started
 after the record's runs; the record's own instant runs again only if it is still ``running``
 (its holder died: the lock is free only once its lease ran out); an earlier one never does.
