@@ -9,6 +9,7 @@ run's instant again once its lease ran out. Every wait is bounded.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -58,7 +59,7 @@ def start(
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     client = redis.Redis.from_url(url)
     client.set(f"{tag}:count", COUNT)
-    first = round(time.time()) + 1.0
+    first = math.ceil(time.time()) + 1.0  # a whole second, 1-2 s away: every process is up
     client.set(f"{tag}:first", first)
     client.rpush(f"{tag}:go", *[first] * len(procs))
     return procs
