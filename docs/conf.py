@@ -80,6 +80,7 @@ nitpick_ignore = [
     ("py:class", "collections.abc.Awaitable"),
     ("py:class", "collections.abc.MutableMapping"),
     ("py:class", "argparse.ArgumentParser"),
+    ("py:class", "datetime.datetime"),  # redlease.apscheduler.Fire.scheduled
 ]
 
 # A command-line reference: keep "--url" as typed (smart quotes would make it an en dash).

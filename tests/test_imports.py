@@ -76,3 +76,11 @@ def test_redlease_does_not_load_celery() -> None:
     """Celery is the optional extra of ``redlease.celery``: only importing that loads it."""
     assert not [m for m in loaded_by("redlease") if m.split(".")[0] in ("celery", "kombu")]
     assert "celery" in loaded_by("redlease.celery")
+
+
+def test_redlease_does_not_load_apscheduler() -> None:
+    """APScheduler is the optional extra of ``redlease.apscheduler``: only importing that loads
+    it (and the asyncio shell, which its AsyncIOOnceExecutor needs)."""
+    for module in ("redlease", "redlease.asyncio"):
+        assert not [m for m in loaded_by(module) if m.split(".")[0] == "apscheduler"]
+    assert "apscheduler" in loaded_by("redlease.apscheduler")
