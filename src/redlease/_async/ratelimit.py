@@ -1,15 +1,22 @@
-"""RateLimiter: one or more limits per subject, checked and counted by one script."""
+"""RateLimiter: one or more limits per subject, checked and counted by one script;
+``acquire`` waits until a hit passes (see :mod:`redlease._core.throttle`)."""
 
 from __future__ import annotations
 
+import random
+import time
+
 import redis.asyncio
 
+from .. import _observe
 from .._core import ratelimit as core
 from .._core import rates as notation
+from .._core import throttle as reserving
 from .._core import validate
 from .._core.ratelimit import RateLimit
 from .._core.rates import Rate
-from ..errors import RateLimitUnavailable
+from .._synchronization import AsyncEvent, AsyncShield
+from ..errors import RateLimitExceeded, RateLimitUnavailable
 from .flavor import check_client
 from .primitive import AsyncPrimitive
 
@@ -29,6 +36,8 @@ class AsyncRateLimiter(AsyncPrimitive):
     :mod:`redlease._core.ratelimit` for what each lets through, and what it costs). Each call
     is one atomic script on the server's clock; refused hits are never counted. ``rates``
     holds the limits, shortest window first; ``limit`` and ``window`` are the first one's.
+
+    ``acquire(key)`` waits until a hit passes and counts it.
 
     A Redis failure raises :class:`~redlease.RateLimitUnavailable` (never a made-up answer):
     catch it to fail open or closed, as suits you (``redlease.web`` and ``redlease.django``
@@ -77,6 +86,7 @@ class AsyncRateLimiter(AsyncPrimitive):
         self._script = core.script(self.algorithm)
         self._limit_args = core.limit_args(self.rates, self.bursts)
         self._most = min(min(r.amount for r in self.rates), min(self.bursts))
+        self._reserves = reserving.reserves(self.algorithm, self.rates)
 
     def __repr__(self) -> str:
         limits = ";".join(map(str, self.rates))
@@ -89,6 +99,37 @@ class AsyncRateLimiter(AsyncPrimitive):
         burst) raises ``ValueError``: it could never pass.
         """
         return await self._call(key, cost, consume=True)
+
+    async def acquire(
+        self, key: str | bytes, cost: int = 1, *, timeout: float | None = None
+    ) -> RateLimit:
+        """Wait until a hit of ``cost`` for ``key`` passes, and count it; its answer.
+
+        With one ``"gcra"`` or ``"token_bucket"`` limit the waiter reserves its instant in
+        one script call and sleeps until then, sending nothing: waiters pass in the order
+        they reserved, never together. Otherwise it hits, and when refused sleeps
+        ``retry_after`` (plus up to 20% jitter) and hits again: less exact.
+
+        :param timeout: seconds it may wait (``None``: as long as it takes; ``0``: a hit
+            that raises instead of returning ``allowed=False``). A wait known to be longer
+            raises :class:`~redlease.RateLimitExceeded` at once, taking nothing.
+
+        Cancelled (asyncio) or interrupted while it sleeps, it gives its reservation back,
+        unless a later one was made on top of it (the slot is then spent).
+        """
+        limit = validate.timeout(timeout)
+        units = core.cost(cost, self._most)
+        began = time.monotonic()
+        try:
+            if self._reserves:
+                result = await self._reserve(key, units, limit)
+            else:
+                result = await self._retry(key, units, limit)
+        except RateLimitExceeded:
+            _observe.not_acquired("ratelimit", str(self.name), time.monotonic() - began)
+            raise
+        _observe.acquired("ratelimit", str(self.name), time.monotonic() - began)
+        return result
 
     async def peek(self, key: str | bytes, cost: int = 1) -> RateLimit:
         """Whether a hit of ``cost`` would be allowed now, taking nothing (read-only).
@@ -106,6 +147,46 @@ class AsyncRateLimiter(AsyncPrimitive):
     def _keys(self, key: str | bytes) -> list[bytes]:
         subject = validate.name(key, "key")
         return core.keys(self._prefix, self._name, self.algorithm, subject, self.rates)
+
+    async def _reserve(self, key: str | bytes, cost: int, timeout: float | None) -> RateLimit:
+        """acquire with one gcra / token_bucket limit: reserve, then sleep once."""
+        keys, rate, burst = self._keys(key), self.rates[0], self.bursts[0]
+        args = reserving.reserve_args(cost=cost, rate=rate, burst=burst, bound=timeout)
+        raw = await self._run(reserving.reserve_script(self.algorithm), keys, args, "acquire")
+        got = reserving.decode_reservation(raw)
+        if not got.reserved:
+            raise self._exceeded(key, timeout, got.wait)
+        if got.wait > 0:
+            try:
+                await AsyncEvent().wait(got.wait)
+            except BaseException:
+                undo = reserving.unreserve_args(stamp=got.stamp, cost=cost, rate=rate, burst=burst)
+                run = self._runtime().backend.run
+                AsyncShield.background(lambda left: run(reserving.UNRESERVE, keys, undo, left))
+                raise
+        return reserving.admitted(got, rate)
+
+    async def _retry(self, key: str | bytes, cost: int, timeout: float | None) -> RateLimit:
+        """acquire otherwise: hit, and sleep ``retry_after`` with jitter while refused."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            result = await self._call(key, cost, consume=True)
+            if result.allowed:
+                return result
+            left = None if deadline is None else deadline - time.monotonic()
+            slept = reserving.pause(result.retry_after, left, random.random())
+            if slept is None:
+                raise self._exceeded(key, timeout, result.retry_after)
+            await AsyncEvent().wait(slept)
+
+    def _exceeded(self, key: str | bytes, timeout: float | None, wait: float) -> RateLimitExceeded:
+        return RateLimitExceeded(
+            f"rate limiter {self.name!r}: {key!r} cannot pass within the timeout "
+            f"({timeout} s): it would wait {wait:.3f} s",
+            name=self.name,
+            retry_after=wait,
+            timeout=timeout,
+        )
 
     async def _call(self, key: str | bytes, cost: int, *, consume: bool) -> RateLimit:
         keys = self._keys(key)
