@@ -1,4 +1,4 @@
-"""RateLimiter.acquire against a real server (asyncio; the sync
+"""RateLimiter.acquire and throttle against a real server (asyncio; the sync
 twin is generated)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import redis.asyncio
 
 import redlease.asyncio as redlease
 from tests._async.helpers import wait_until
-from tests.support import AsyncTasks
+from tests.support import AsyncTasks, a_coroutine_function, a_plain_function
 
 pytestmark = pytest.mark.timeout(60)
 ALGORITHMS = ["fixed", "sliding", "gcra", "token_bucket"]
@@ -206,3 +206,37 @@ async def test_bad_acquire_arguments(
     with pytest.raises(ValueError, match=r"^key "):
         await limiter.acquire("")
     assert await async_client.keys("*") == []
+
+
+# -- throttle -------------------------------------------------------------------------------
+async def test_throttle_as_a_block_and_a_decorator(async_client: redis.asyncio.Redis) -> None:
+    limiter = redlease.RateLimiter(async_client, "api", limit=5, window=60.0, algorithm="gcra")
+    async with limiter.throttle("partner") as answer:
+        assert answer.allowed and answer.remaining == 4
+
+    @limiter.throttle(key=lambda user, n: f"user:{user}", cost=2)
+    async def call(user: str, n: int) -> int:
+        return n * 2
+
+    assert await call("a", 21) == 42
+    assert (await limiter.peek("user:a")).remaining == 3
+    assert call.__name__ == "call"
+    assert (await limiter.peek("partner")).remaining == 4
+
+
+async def test_throttle_refuses_what_it_cannot_do(async_client: redis.asyncio.Redis) -> None:
+    limiter = redlease.RateLimiter(async_client, "api", limit=3)
+    with pytest.raises(TypeError, match=r"^key "):
+        limiter.throttle(42)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^cost "):
+        limiter.throttle("s", cost=4)
+    with pytest.raises(TypeError, match="needs the call's arguments"):
+        async with limiter.throttle(lambda: "s"):
+            pass
+    wrong = a_plain_function if AsyncTasks.ASYNC else a_coroutine_function
+    with pytest.raises(TypeError, match="decorates"):
+        limiter.throttle("s")(wrong)  # type: ignore[arg-type]
+    with pytest.raises(redlease.RateLimitExceeded):
+        for _ in range(4):
+            async with limiter.throttle("t", timeout=0):
+                pass

@@ -1,10 +1,13 @@
 """RateLimiter: one or more limits per subject, checked and counted by one script;
-``acquire`` waits until a hit passes (see :mod:`redlease._core.throttle`)."""
+``acquire`` and ``throttle`` wait until a hit passes (see :mod:`redlease._core.throttle`)."""
 
 from __future__ import annotations
 
+import functools
 import random
 import time
+from types import TracebackType
+from typing import ParamSpec, TypeVar
 
 import redis.asyncio
 
@@ -15,12 +18,15 @@ from .._core import throttle as reserving
 from .._core import validate
 from .._core.ratelimit import RateLimit
 from .._core.rates import Rate
-from .._synchronization import AsyncEvent, AsyncShield
+from .._synchronization import AsyncBackground, AsyncEvent, AsyncFunction, AsyncShield
 from ..errors import RateLimitExceeded, RateLimitUnavailable
 from .flavor import check_client
 from .primitive import AsyncPrimitive
 
-__all__ = ["AsyncRateLimiter"]
+__all__ = ["AsyncRateLimiter", "AsyncThrottle"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 class AsyncRateLimiter(AsyncPrimitive):
@@ -37,7 +43,8 @@ class AsyncRateLimiter(AsyncPrimitive):
     is one atomic script on the server's clock; refused hits are never counted. ``rates``
     holds the limits, shortest window first; ``limit`` and ``window`` are the first one's.
 
-    ``acquire(key)`` waits until a hit passes and counts it.
+    ``acquire(key)`` waits until a hit passes and counts it; ``throttle(key)`` does so
+    around a block or each call of a function.
 
     A Redis failure raises :class:`~redlease.RateLimitUnavailable` (never a made-up answer):
     catch it to fail open or closed, as suits you (``redlease.web`` and ``redlease.django``
@@ -131,6 +138,22 @@ class AsyncRateLimiter(AsyncPrimitive):
         _observe.acquired("ratelimit", str(self.name), time.monotonic() - began)
         return result
 
+    def throttle(
+        self,
+        key: str | bytes | reserving.Key,
+        *,
+        cost: int = 1,
+        timeout: float | None = None,
+    ) -> AsyncThrottle:
+        """Wait through :meth:`acquire` before a block or each call of a function.
+
+        ``async with limiter.throttle("partner-api"):`` or, as a decorator,
+        ``@limiter.throttle(key=lambda user, *a, **k: f"user:{user}")``: ``key`` is a
+        subject, or a function of the call's arguments that returns one (decorator only).
+        An asyncio limiter decorates coroutine functions, a sync one plain functions.
+        """
+        return AsyncThrottle(self, key, cost, timeout)
+
     async def peek(self, key: str | bytes, cost: int = 1) -> RateLimit:
         """Whether a hit of ``cost`` would be allowed now, taking nothing (read-only).
 
@@ -193,3 +216,55 @@ class AsyncRateLimiter(AsyncPrimitive):
         args = [core.cost(cost, self._most), int(consume), *self._limit_args]
         raw = await self._run(self._script, keys, args, "hit" if consume else "peek")
         return core.decode_reply(raw, self.rates)[1]
+
+
+class AsyncThrottle:
+    """What ``limiter.throttle()`` returns: a context manager and a decorator
+    that wait through ``limiter.acquire()``."""
+
+    def __init__(
+        self,
+        limiter: AsyncRateLimiter,
+        key: str | bytes | reserving.Key,
+        cost: int,
+        timeout: float | None,
+    ) -> None:
+        if isinstance(key, (str, bytes)):
+            validate.name(key, "key")
+        elif not callable(key):
+            raise TypeError(
+                f"key must be a str, bytes or a function of the call's arguments, "
+                f"got {type(key).__name__}"
+            )
+        self.limiter = limiter
+        self.key = key
+        self.cost = core.cost(cost, min(*(r.amount for r in limiter.rates), *limiter.bursts))
+        self.timeout = validate.timeout(timeout)
+
+    async def __aenter__(self) -> RateLimit:
+        if not isinstance(self.key, (str, bytes)):
+            raise TypeError(
+                "throttle(key=<function>) needs the call's arguments: use it as a decorator, "
+                "or give the subject"
+            )
+        return await self.limiter.acquire(self.key, self.cost, timeout=self.timeout)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Nothing to give back: the hit was counted when the block began."""
+
+    def __call__(self, func: AsyncFunction[_P, _R]) -> AsyncFunction[_P, _R]:
+        """Decorate ``func``: each call first waits through ``acquire`` for its subject."""
+        validate.decorated(func, "RateLimiter.throttle", coroutine=AsyncBackground.ASYNC)
+
+        @functools.wraps(func)
+        async def throttled(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            subject = reserving.subject(self.key, args, kwargs)
+            await self.limiter.acquire(subject, self.cost, timeout=self.timeout)
+            return await func(*args, **kwargs)
+
+        return throttled

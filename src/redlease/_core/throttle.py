@@ -19,7 +19,7 @@ every limit untouched.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -41,6 +41,7 @@ __all__ = [
     "reserve_args",
     "reserve_script",
     "reserves",
+    "subject",
     "unreserve_args",
 ]
 
@@ -121,6 +122,17 @@ def pause(retry_after: float, left: float | None, draw: float) -> float | None:
         return None
     slept = max(retry_after * (1 + draw * JITTER), MIN_PAUSE)
     return slept if left is None else min(slept, max(left, 0.0))
+
+
+# -- throttle -------------------------------------------------------------------------------
+Key = str | bytes | Callable[..., str | bytes]
+
+
+def subject(key: Key, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str | bytes:
+    """A throttled call's subject: ``key`` itself, or ``key(*args, **kwargs)``."""
+    if isinstance(key, (str, bytes)):
+        return key
+    return key(*args, **kwargs)
 
 
 _LIB = ("common_lib",)
