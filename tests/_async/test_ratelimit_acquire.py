@@ -1,16 +1,19 @@
-"""RateLimiter.acquire and throttle against a real server (asyncio; the sync
+"""RateLimiter.acquire, throttle and shadow mode against a real server (asyncio; the sync
 twin is generated)."""
 
 from __future__ import annotations
 
+import logging
 import time
 from itertools import pairwise
 from typing import Any
 
+import prometheus_client
 import pytest
 import redis.asyncio
 
 import redlease.asyncio as redlease
+from redlease import metrics
 from tests._async.helpers import wait_until
 from tests.support import AsyncTasks, a_coroutine_function, a_plain_function
 
@@ -240,3 +243,57 @@ async def test_throttle_refuses_what_it_cannot_do(async_client: redis.asyncio.Re
         for _ in range(4):
             async with limiter.throttle("t", timeout=0):
                 pass
+
+
+# -- shadow mode ----------------------------------------------------------------------------
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+async def test_shadow_mode_refuses_nothing_and_counts_as_enforcing_would(
+    async_client: redis.asyncio.Redis, algorithm: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="redlease")
+    shadow = redlease.RateLimiter(
+        async_client, "api", limit=2, window=60.0, algorithm=algorithm, mode="shadow"
+    )
+    answers = [await shadow.hit("s") for _ in range(4)]
+    assert all(a.allowed for a in answers)
+    assert [a.shadowed for a in answers] == [False, False, True, True]
+    assert not answers[3].limits[0].allowed  # which limit refused it
+    enforcing = redlease.RateLimiter(async_client, "api", limit=2, window=60.0, algorithm=algorithm)
+    assert not (await enforcing.peek("s")).allowed and (await enforcing.peek("s")).remaining == 0
+    records = [r for r in caplog.records if getattr(r, "redlease_event", "") == "ratelimit_shadow"]
+    assert len(records) == 2 and records[0].levelno == logging.INFO
+    assert records[0].redlease_subject == "s" and records[0].redlease_name == "api"  # type: ignore[attr-defined]
+    began = time.monotonic()
+    assert (await shadow.acquire("s")).shadowed  # acquire does not wait either
+    assert time.monotonic() - began < 5.0
+
+
+async def test_twin_enforce_mode_refuses_and_logs_nothing(
+    async_client: redis.asyncio.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="redlease")
+    limiter = redlease.RateLimiter(async_client, "api", limit=1, window=60.0)
+    await limiter.hit("s")
+    refused = await limiter.hit("s")
+    assert not refused.allowed and not refused.shadowed
+    assert not [r for r in caplog.records if getattr(r, "redlease_event", "") == "ratelimit_shadow"]
+
+
+async def test_shadow_refusals_are_exported(async_client: redis.asyncio.Redis) -> None:
+    registry = prometheus_client.CollectorRegistry()
+    previous = metrics.use(metrics.PrometheusMetrics(registry))
+    try:
+        limiter = redlease.RateLimiter(async_client, "api", limit=1, mode="shadow")
+        for _ in range(3):
+            await limiter.hit("s")
+    finally:
+        metrics.use(previous)
+    value = registry.get_sample_value("redlease_ratelimit_shadowed_total", {"name": "api"})
+    assert value == 2
+
+
+async def test_bad_mode(async_client: redis.asyncio.Redis) -> None:
+    with pytest.raises(ValueError, match=r"^mode "):
+        redlease.RateLimiter(async_client, "api", mode="dry-run")
+    with pytest.raises(TypeError, match=r"^mode "):
+        redlease.RateLimiter(async_client, "api", mode=None)  # type: ignore[arg-type]

@@ -44,7 +44,8 @@ class AsyncRateLimiter(AsyncPrimitive):
     holds the limits, shortest window first; ``limit`` and ``window`` are the first one's.
 
     ``acquire(key)`` waits until a hit passes and counts it; ``throttle(key)`` does so
-    around a block or each call of a function.
+    around a block or each call of a function. ``mode="shadow"`` refuses nothing: a hit
+    the limits refuse passes, and is logged and counted by the metrics instead.
 
     A Redis failure raises :class:`~redlease.RateLimitUnavailable` (never a made-up answer):
     catch it to fail open or closed, as suits you (``redlease.web`` and ``redlease.django``
@@ -65,6 +66,7 @@ class AsyncRateLimiter(AsyncPrimitive):
         algorithm: str = "fixed",
         burst: int | tuple[int, ...] | None = None,
         prefix: str = "redlease",
+        mode: str = "enforce",
     ) -> None:
         """Describe a limiter; nothing is sent to Redis until :meth:`hit`.
 
@@ -79,6 +81,8 @@ class AsyncRateLimiter(AsyncPrimitive):
         :param burst: ``"token_bucket"`` only: the bucket's size (default: the limit), one
             int for every limit or one per limit (shortest window first).
         :param prefix: the key prefix (no white space or braces).
+        :param mode: ``"enforce"`` (the default) or ``"shadow"``: count and report what
+            would be refused, refuse nothing (``acquire`` then never waits).
         """
         check_client(client)
         self._client = client
@@ -93,6 +97,7 @@ class AsyncRateLimiter(AsyncPrimitive):
         self._script = core.script(self.algorithm)
         self._limit_args = core.limit_args(self.rates, self.bursts)
         self._most = min(min(r.amount for r in self.rates), min(self.bursts))
+        self.mode = reserving.mode(mode)
         self._reserves = reserving.reserves(self.algorithm, self.rates)
 
     def __repr__(self) -> str:
@@ -103,9 +108,17 @@ class AsyncRateLimiter(AsyncPrimitive):
         """Take ``cost`` units for subject ``key`` from every limit, if all allow them.
 
         A refused hit takes nothing from any limit. A ``cost`` above the smallest limit (or
-        burst) raises ``ValueError``: it could never pass.
+        burst) raises ``ValueError``: it could never pass. In ``mode="shadow"`` a refused hit
+        comes back allowed, with ``shadowed=True``, and is logged and counted instead.
         """
-        return await self._call(key, cost, consume=True)
+        result = await self._call(key, cost, consume=True)
+        if result.allowed or self.mode == "enforce":
+            return result
+        refusing = next(r for r in result.limits if not r.allowed)
+        refused_by = str(Rate(window=refusing.window, amount=refusing.limit))
+        subject = key if isinstance(key, str) else key.decode(errors="replace")
+        _observe.rate_limit_shadowed(str(self.name), subject, cost, result.retry_after, refused_by)
+        return reserving.shadowed(result)
 
     async def acquire(
         self, key: str | bytes, cost: int = 1, *, timeout: float | None = None
@@ -122,10 +135,13 @@ class AsyncRateLimiter(AsyncPrimitive):
             raises :class:`~redlease.RateLimitExceeded` at once, taking nothing.
 
         Cancelled (asyncio) or interrupted while it sleeps, it gives its reservation back,
-        unless a later one was made on top of it (the slot is then spent).
+        unless a later one was made on top of it (the slot is then spent). In ``mode="shadow"``
+        it is :meth:`hit`: it never waits.
         """
         limit = validate.timeout(timeout)
         units = core.cost(cost, self._most)
+        if self.mode == "shadow":
+            return await self.hit(key, units)
         began = time.monotonic()
         try:
             if self._reserves:

@@ -1,4 +1,4 @@
-"""Waiting on a rate limit: reservations, and the retry-with-jitter path.
+"""Waiting on a rate limit: reservations, the retry-with-jitter path, shadow mode.
 
 ``RateLimiter.acquire`` waits until a hit passes and counts it. With one ``"gcra"`` or
 ``"token_bucket"`` limit a waiter *reserves* its instant in one script
@@ -15,13 +15,15 @@ same instant are spread, but one may lose its turn to another (less exact, more 
 Reserving under several limits is not done: a token bucket capped at its burst cannot carry
 a debt in one limit without over-admitting in another, and a give-back would have to find
 every limit untouched.
+
+``mode="shadow"``: hits that would be refused pass, and are logged and counted instead.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from .ratelimit import Algorithm, RateLimit
 from .rates import Rate
@@ -30,26 +32,49 @@ from .scripts import Script, load
 __all__ = [
     "JITTER",
     "MIN_PAUSE",
+    "MODES",
     "RESERVE_GCRA",
     "RESERVE_TOKEN_BUCKET",
     "SCRIPTS",
     "UNRESERVE",
+    "Mode",
     "Reservation",
     "admitted",
     "decode_reservation",
+    "mode",
     "pause",
     "reserve_args",
     "reserve_script",
     "reserves",
+    "shadowed",
     "subject",
     "unreserve_args",
 ]
+
+Mode = Literal["enforce", "shadow"]
+MODES: tuple[Mode, ...] = ("enforce", "shadow")
 
 JITTER = 0.2
 """The retry path sleeps ``retry_after * (1 + U(0, JITTER))``: waiters refused together wake
 apart."""
 MIN_PAUSE = 0.001
 """Seconds: the least a retry sleeps (a ``retry_after`` of 0 must not spin)."""
+
+
+def mode(value: Any, arg: str = "mode") -> Mode:
+    """``"enforce"`` (refuse what the limits refuse) or ``"shadow"`` (refuse nothing)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{arg} must be 'enforce' or 'shadow', got {type(value).__name__}")
+    for known in MODES:
+        if value == known:
+            return known
+    raise ValueError(f"{arg} must be 'enforce' or 'shadow', got {value!r}")
+
+
+def shadowed(result: RateLimit) -> RateLimit:
+    """A refusal let through by shadow mode: allowed, ``shadowed``, each limit's own answer
+    kept in ``limits`` (the refusing ones still say ``allowed=False``)."""
+    return replace(result, allowed=True, retry_after=0.0, shadowed=True)
 
 
 # -- reservations ---------------------------------------------------------------------------
