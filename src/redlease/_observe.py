@@ -35,6 +35,7 @@ __all__ = [
     "lost",
     "not_acquired",
     "permits_mismatch",
+    "rate_limit_shadowed",
     "rate_limit_unavailable",
     "released",
     "renewal_failed",
@@ -145,6 +146,33 @@ def rate_limit_unavailable(
     observer = _observer
     if observer is not None:
         _call(observer, "rate_limit_unavailable", name, decision)
+
+
+def rate_limit_shadowed(
+    name: str, subject: str, cost: int, retry_after: float, refused_by: str
+) -> None:
+    """A limiter in shadow mode let through a hit of ``cost`` for ``subject`` that limit
+    ``refused_by`` (e.g. ``"10/1 second"``) refused; enforced, it would have waited
+    ``retry_after`` seconds. INFO: shadow mode exists to show these."""
+    record(
+        logging.INFO,
+        "ratelimit_shadow",
+        "rate limiter %r (shadow mode) let through a hit for %r that %s would refuse "
+        "(retry after %.3f s)",
+        name,
+        subject,
+        refused_by,
+        retry_after,
+        primitive="ratelimit",
+        name=name,
+        subject=subject,
+        cost=cost,
+        limit=refused_by,
+        retry_after=retry_after,
+    )
+    observer = _observer
+    if observer is not None:
+        _call(observer, "rate_limit_shadowed", name)
 
 
 def renewed(holdings: Sequence[Holding]) -> None:

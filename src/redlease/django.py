@@ -52,6 +52,7 @@ from ._core import breaker as breakers
 from ._core import ratelimit as core
 from ._core import ratelimit_http as http
 from ._core import rates as notation
+from ._core import throttle
 from ._sync.ratelimit import RateLimiter
 from ._synchronization import ProcessLock
 from .errors import RateLimitUnavailable
@@ -153,6 +154,7 @@ class _Check:
         # Bad input fails here, not at the first request (the client is made then).
         rates = notation.parse(rate)
         sizes = core.bursts(options["burst"], rates, core.algorithm(options["algorithm"]))
+        throttle.mode(options["mode"])
         self.cost = core.cost(options.pop("cost"), min(*(r.amount for r in rates), *sizes))
         self.choice = http.on_unavailable(options.pop("on_unavailable"))
         key = options.pop("key")
@@ -193,7 +195,7 @@ class _Check:
             _observe.rate_limit_unavailable(str(limiter.name), self.choice, exc)
             return http.outage(self.choice)
         breaker.succeeded()
-        return http.verdict(result)
+        return http.verdict(result, shadow=limiter.mode == "shadow")
 
 
 def _refusal(verdict: http.Verdict) -> HttpResponse:
@@ -220,6 +222,7 @@ def rate_limit(
     burst: int | tuple[int, ...] | None = None,
     cost: int = 1,
     prefix: str = "redlease",
+    mode: str = "enforce",
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate a view (sync or async) with ``rate``, e.g. ``"10/second;1000/day"``.
 
@@ -231,10 +234,12 @@ def rate_limit(
     :param client: a redis-py client (default :func:`client`, from settings).
     :param algorithm: as :class:`redlease.RateLimiter`'s (also ``burst``, ``prefix``).
     :param cost: units each request takes.
+    :param mode: ``"shadow"``: refuse nothing, send no fields; log and count what would
+        have been refused (``"enforce"``, the default: refuse it).
     """
     options: dict[str, Any] = {"on_unavailable": on_unavailable, "key": key, "cost": cost}
     options["client"] = client
-    options.update(algorithm=algorithm, burst=burst, prefix=prefix)
+    options.update(algorithm=algorithm, burst=burst, prefix=prefix, mode=mode)
 
     def decorate(view: Callable[..., Any]) -> Callable[..., Any]:
         label = name or f"view:{view.__module__}.{view.__qualname__}"

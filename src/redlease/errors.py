@@ -21,6 +21,7 @@ Every error this library raises on purpose derives from :class:`RedleaseError`::
     │   ├── OrderConflict        the order id is taken by a different purchase (user or qty)
     │   └── InventoryUnavailable Redis failed or could not be reached: the cause is chained
     ├── RateLimitError
+    │   ├── RateLimitExceeded    acquire() could not pass within its timeout (``retry_after``)
     │   └── RateLimitUnavailable Redis failed or could not be reached: the cause is chained
     ├── SemaphoreError
     │   ├── NoPermit             no permit came free within the timeout (``with``)
@@ -93,6 +94,7 @@ __all__ = [
     "PermitNotHeld",
     "QuorumUnavailable",
     "RateLimitError",
+    "RateLimitExceeded",
     "RateLimitUnavailable",
     "RedleaseError",
     "RunLost",
@@ -314,6 +316,27 @@ class InventoryUnavailable(InventoryError, Unavailable):
 # -- rate limiter ---------------------------------------------------------------------------
 class RateLimitError(RedleaseError):
     """Base class of the errors of :class:`~redlease.RateLimiter`."""
+
+
+class RateLimitExceeded(RateLimitError):
+    """``acquire()`` could not pass within its ``timeout``: nothing was taken or reserved.
+
+    Raised at once, as soon as the wait is known to be longer than what is left of the
+    timeout (``timeout=0``: when a hit would be refused). ``retry_after`` is the seconds the
+    wait would have needed then; ``timeout`` the caller's.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        name: str | bytes | None = None,
+        retry_after: float,
+        timeout: float | None,
+    ) -> None:
+        super().__init__(message, name=name)
+        self.retry_after = retry_after
+        self.timeout = timeout
 
 
 class RateLimitUnavailable(RateLimitError, Unavailable):

@@ -105,7 +105,7 @@ class _Check:
         except RateLimitUnavailable as exc:
             _observe.rate_limit_unavailable(str(self.limiter.name), self.choice, exc)
             return http.outage(self.choice), None
-        return http.verdict(result), result
+        return http.verdict(result, shadow=self.limiter.mode == "shadow"), result
 
 
 def _limiter(client: Any, name: str, rate: str, options: dict[str, Any]) -> RateLimiter:
@@ -165,6 +165,7 @@ class RateLimitMiddleware:
         burst: int | tuple[int, ...] | None = None,
         cost: int = 1,
         prefix: str = "redlease",
+        mode: str = "enforce",
     ) -> None:
         """Wrap ``app``.
 
@@ -176,9 +177,11 @@ class RateLimitMiddleware:
         :param algorithm: as :class:`redlease.asyncio.RateLimiter`'s (also ``burst``,
             ``prefix``).
         :param cost: units each request takes.
+        :param mode: ``"shadow"``: refuse nothing, send no fields; log and count what
+            would have been refused (``"enforce"``, the default: refuse it).
         """
         self.app = app
-        options = {"algorithm": algorithm, "burst": burst, "prefix": prefix}
+        options = {"algorithm": algorithm, "burst": burst, "prefix": prefix, "mode": mode}
         self._check = _Check(_limiter(client, name, rate, options), key, on_unavailable, cost)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -205,6 +208,7 @@ def rate_limit(
     burst: int | tuple[int, ...] | None = None,
     cost: int = 1,
     prefix: str = "redlease",
+    mode: str = "enforce",
 ) -> Callable[[Request, Response], Awaitable[RateLimit | None]]:
     """A FastAPI dependency: ``Depends(rate_limit(client, "10/second", on_unavailable=...))``.
 
@@ -216,7 +220,7 @@ def rate_limit(
     (the limiter is named after the route's path template); give ``name`` to share one
     budget between the routes that use it. Other parameters as :class:`RateLimitMiddleware`.
     """
-    options = {"algorithm": algorithm, "burst": burst, "prefix": prefix}
+    options = {"algorithm": algorithm, "burst": burst, "prefix": prefix, "mode": mode}
     first = _Check(_limiter(client, name or "route", rate, options), key, on_unavailable, cost)
     checks: dict[str, _Check] = {}
 

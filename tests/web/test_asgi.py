@@ -228,3 +228,24 @@ async def test_middleware_on_a_cluster_with_two_limits(cluster: RedisClusterServ
         assert [r.remaining for r in (await same.peek("127.0.0.1")).limits] == [8, 0]
     finally:
         await client.aclose()
+
+
+# -- shadow mode ----------------------------------------------------------------------------
+async def test_shadow_mode_refuses_nothing_and_logs_what_it_would_refuse(
+    async_client: redis.asyncio.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="redlease")
+    app = starlette_app(async_client, rate="2/minute", on_unavailable="deny", mode="shadow")
+    answers = [await get(app) for _ in range(4)]
+    assert [r.status_code for r in answers] == [200, 200, 200, 200]
+    assert not any(field in r.headers for r in answers for field in FIELDS)
+    events = [getattr(r, "redlease_event", "") for r in caplog.records]
+    assert events.count("ratelimit_shadow") == 2
+    api = fastapi_app(async_client, rate="1/minute", on_unavailable="deny", mode="shadow")
+    assert [(await get(api, "/a")).status_code for _ in range(3)] == [200, 200, 200]
+    enforcing = starlette_app(async_client, rate="2/minute", on_unavailable="deny", name="e")
+    assert [(await get(enforcing)).status_code for _ in range(3)] == [200, 200, 429]  # twin
+    with pytest.raises(ValueError, match=r"^mode "):
+        redlease.web.RateLimitMiddleware(
+            hello, client=async_client, rate="2/minute", on_unavailable="deny", mode="off"
+        )

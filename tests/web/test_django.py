@@ -122,6 +122,20 @@ def test_middleware_limits_every_request(app: Client, client: redis.Redis) -> No
     assert [r.remaining for r in same.peek("127.0.0.1").limits] == [0, 3]
 
 
+def test_shadow_mode_refuses_nothing(app: Client, client: redis.Redis) -> None:
+    middleware = ["redlease.django.RateLimitMiddleware"]
+    url = settings.REDLEASE["url"]
+    config = {"rate": "2/minute", "on_unavailable": "deny", "mode": "shadow"}
+    with override_settings(MIDDLEWARE=middleware, REDLEASE={"url": url, "rate_limit": config}):
+        answers = [Client().get("/plain") for _ in range(3)]
+    assert [r.status_code for r in answers] == [200, 200, 200]
+    assert "RateLimit-Limit" not in answers[2].headers
+    same = redlease.RateLimiter(client, "http", rate="2/minute")
+    assert same.peek("127.0.0.1").remaining == 0  # counted as enforcing would have
+    with pytest.raises(ValueError, match=r"^mode "):
+        redlease.django.rate_limit("2/minute", on_unavailable="deny", mode="off")(plain)
+
+
 @pytest.mark.parametrize(("choice", "status"), [("allow", 200), ("deny", 503)])
 def test_redis_down_gives_the_configured_answer(
     make_server: Any,

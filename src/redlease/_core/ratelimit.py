@@ -94,6 +94,9 @@ class RateLimit:
     and ``limits`` holds every limit's own answer, shortest window first (its ``allowed``
     says whether that limit alone would pass the hit). These map onto the ``RateLimit-*``
     and ``Retry-After`` headers.
+
+    ``shadowed``: the limits refused this hit, and a limiter in ``mode="shadow"`` let it
+    through (``allowed`` is then True; ``limits`` still shows which limit refused).
     """
 
     allowed: bool
@@ -103,6 +106,7 @@ class RateLimit:
     limit: int
     window: float = 0.0
     limits: tuple[RateLimit, ...] = ()
+    shadowed: bool = False
 
 
 # -- argument checks ------------------------------------------------------------------------

@@ -69,8 +69,12 @@ def headers(result: RateLimit) -> tuple[tuple[str, str], ...]:
     return (("Retry-After", _seconds(max(result.retry_after, 1e-6))), *fields)
 
 
-def verdict(result: RateLimit) -> Verdict:
-    """Pass an allowed request with the headers; refuse the others with 429."""
+def verdict(result: RateLimit, *, shadow: bool = False) -> Verdict:
+    """Pass an allowed request with the headers; refuse the others with 429. ``shadow``
+    (a limiter in ``mode="shadow"``): pass every request, without the fields, which would
+    tell clients to slow down for a limit that is only being tried."""
+    if shadow:
+        return Verdict(None, ())
     if result.allowed:
         return Verdict(None, headers(result))
     return Verdict(TOO_MANY, headers(result), "Too Many Requests")

@@ -55,3 +55,7 @@ class Observer:
     def rate_limit_unavailable(self, name: str, decision: str) -> None:
         """A web rate limit (``redlease.web``, ``redlease.django``) could not reach Redis and
         ``decision`` (``"allow"`` or ``"deny"``, its ``on_unavailable``) was applied."""
+
+    def rate_limit_shadowed(self, name: str) -> None:
+        """A rate limiter in ``mode="shadow"`` let through a hit its limits refused (it
+        would have been refused, or would have waited, in ``mode="enforce"``)."""

@@ -30,6 +30,8 @@ class OpenTelemetryMetrics(Observer):
     ``redlease.errors``             counter          ``operation``
     ``redlease.ratelimit``          counter          ``decision``: ``allow``, ``deny``
     ``.unavailable``                                 (attribute ``name`` only)
+    ``redlease.ratelimit``          counter          (attribute ``name`` only): hits let
+    ``.shadowed``                                    through by shadow mode
     ==============================  ===============  ========================================
     """
 
@@ -74,6 +76,11 @@ class OpenTelemetryMetrics(Observer):
             unit="{request}",
             description="Web rate-limit checks that could not reach Redis, by decision",
         )
+        self.shadowed = meter.create_counter(
+            "redlease.ratelimit.shadowed",
+            unit="{hit}",
+            description="Hits a rate limiter in shadow mode let through that it refused",
+        )
 
     def _attributes(self, primitive: str, name: str, **more: str) -> dict[str, str]:
         return {"primitive": primitive, "name": self._names(name), **more}
@@ -107,6 +114,9 @@ class OpenTelemetryMetrics(Observer):
 
     def rate_limit_unavailable(self, name: str, decision: str) -> None:
         self.unavailable.add(1, {"name": self._names(name), "decision": decision})
+
+    def rate_limit_shadowed(self, name: str) -> None:
+        self.shadowed.add(1, {"name": self._names(name)})
 
 
 def _histogram(meter: Any, name: str, description: str) -> Any:

@@ -40,6 +40,8 @@ class PrometheusMetrics(Observer):
                                                    ``extend``
     ``redlease_ratelimit_unavailable``  counter    ``decision``: ``allow``, ``deny`` (label
     ``_total``                                     ``name`` only: the limiter's)
+    ``redlease_ratelimit_shadowed``     counter    (label ``name`` only): hits a limiter in
+    ``_total``                                     shadow mode let through
     ==================================  =========  ==========================================
     """
 
@@ -135,6 +137,11 @@ class PrometheusMetrics(Observer):
                 "the decision applied", ("name", "decision"), **common,
             )  # fmt: skip
             made.append(self.unavailable)
+            self.shadowed = client.Counter(
+                "ratelimit_shadowed", "Hits a rate limiter in shadow mode let through that its "
+                "limits refused", ("name",), **common,
+            )  # fmt: skip
+            made.append(self.shadowed)
         except ValueError as exc:  # prometheus-client's "Duplicated timeseries"
             for metric in made:
                 registry.unregister(metric)
@@ -172,3 +179,6 @@ class PrometheusMetrics(Observer):
 
     def rate_limit_unavailable(self, name: str, decision: str) -> None:
         self.unavailable.labels(self._names(name), decision).inc()
+
+    def rate_limit_shadowed(self, name: str) -> None:
+        self.shadowed.labels(self._names(name)).inc()
