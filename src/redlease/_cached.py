@@ -79,8 +79,9 @@ def cached(
         (it is not renewed, so a stuck rebuild lets the next caller in), and how long others
         wait for it.
     :param name: the function's name in its keys, in place of its module and qualified name:
-        kept across renames and moves. Required for a lambda or a function defined inside
-        another (``ValueError`` without it: they share their qualified name with others).
+        kept across renames and moves. Required for a lambda, a function defined inside
+        another or a callable object such as a partial (``ValueError`` without it: they share
+        their name with others).
     :param key: a function of the call's arguments (a method's ``self`` first) returning the
         whole cache name, in place of ``name`` and the hash of the arguments (a ``str`` is
         taken as ``name=``). By default the arguments are hashed, by type and value; they

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import pickle
 
@@ -61,7 +62,7 @@ def test_a_lambda_or_a_nested_function_needs_a_name() -> None:
     def scaled(x: int) -> int:
         return x
 
-    for func in (lambda x: x, scaled):
+    for func in (lambda x: x, scaled, functools.partial(report, "mon")):
         with pytest.raises(ValueError, match="name="):
             cache.Namer(func, "p")
         assert cache.Namer(func, "p", name="scaled:2").label == "scaled:2"

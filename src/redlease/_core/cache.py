@@ -177,9 +177,10 @@ class Namer:
 
 
 def label_of(func: Callable[..., Any], name: Any, key: Any) -> str:
-    """What names ``func`` in its cache keys (see :class:`Namer`). A lambda, or a function
-    defined inside another, shares its qualified name with others (two lambdas of a module,
-    the closures of one factory): without ``name=`` or ``key=`` it is a ``ValueError``."""
+    """What names ``func`` in its cache keys (see :class:`Namer`). A lambda, a function
+    defined inside another, or a callable object (a partial) shares its name with others (two
+    lambdas of a module, the closures of one factory): without ``name=`` or ``key=`` it is a
+    ``ValueError``."""
     if isinstance(key, str):
         if name is not None:
             raise TypeError("give name= or key='<a str>' (its older spelling), not both")
@@ -193,13 +194,16 @@ def label_of(func: Callable[..., Any], name: Any, key: Any) -> str:
             raise TypeError(f"name must be a str, got {type(name).__name__}")
         validate.name(name, "name")
         return name
-    qualname = getattr(func, "__qualname__", None) or type(func).__qualname__
+    qualname = getattr(func, "__qualname__", None)
+    if not isinstance(qualname, str):  # a partial, a callable object: no name of its own
+        qualname = f"<{type(func).__qualname__} object>"
     found = f"{getattr(func, '__module__', None)}.{qualname}"
-    if key is None and ("<lambda>" in qualname or "<locals>" in qualname):
+    if key is None and "<" in qualname:  # <lambda>, <locals>, <partial object>
         raise ValueError(
-            f"cached: {found} is a lambda or a function defined inside another, whose name "
-            "others share (two lambdas of a module, the closures of one factory): pass "
-            "name='<unique name>' (the closures of a factory each their own), or key="
+            f"cached: {found} is a lambda, a function defined inside another or a callable "
+            "object, whose name others share (two lambdas of a module, the closures of one "
+            "factory): pass name='<unique name>' (the closures of a factory each their "
+            "own), or key="
         )
     return found
 
