@@ -49,7 +49,7 @@ WAYS = ("cached", "recipe", "recipe-redis-py", "no-lock")
 def hits_sync(url: str, calls: int, rounds: int) -> tuple[float, float]:
     client = redis.Redis.from_url(url)
 
-    @redlease.cached(client, ttl=3600)
+    @redlease.cached(client, ttl=3600, name="report")
     def report(day: str) -> dict[str, Any]:
         return VALUE
 
@@ -74,7 +74,7 @@ def hits_sync(url: str, calls: int, rounds: int) -> tuple[float, float]:
 async def hits_async(url: str, calls: int, rounds: int) -> tuple[float, float]:
     client = redis.asyncio.Redis.from_url(url)
 
-    @redlease.cached(client, ttl=3600)
+    @redlease.cached(client, ttl=3600, name="report")
     async def report(day: str) -> dict[str, Any]:
         return VALUE
 
@@ -111,7 +111,7 @@ def compute(client: redis.Redis) -> dict[str, Any]:
 def caller(url: str, way: str, barrier: Any, results: Any) -> None:
     client = redis.Redis.from_url(url)
 
-    @redlease.cached(client, ttl=60, lock_ttl=10)
+    @redlease.cached(client, ttl=60, lock_ttl=10, name="cached")
     def cached() -> dict[str, Any]:
         return compute(client)
 

@@ -63,7 +63,7 @@ def scenario_cached(client: redis.Redis, *, workers: int = 8) -> int:
     rebuilds = []
     start = threading.Barrier(workers)
 
-    @redlease.cached(client, ttl=60)
+    @redlease.cached(client, ttl=60, name="page")  # defined inside a function: named
     def page(name: str) -> str:
         rebuilds.append(1)
         time.sleep(0.1)  # the expensive query

@@ -112,7 +112,7 @@ def test_the_rules_cover_once_cached_compat_and_the_break_glass(
         assert once.try_start() is None and once.last() is not None
         calls: list[int] = []
 
-        @redlease.cached(client, ttl=60)
+        @redlease.cached(client, ttl=60, name="acl2:double")
         def double(x: int) -> int:
             calls.append(x)
             return 2 * x

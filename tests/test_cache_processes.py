@@ -34,7 +34,7 @@ def call_cached(url: str, use_redlease: bool, start: Any, results: Any) -> None:
     client = redis.Redis.from_url(url)
     if use_redlease:
 
-        @redlease.cached(client, ttl=60, lock_ttl=10)
+        @redlease.cached(client, ttl=60, lock_ttl=10, name="report")
         def report() -> dict[str, int]:
             return expensive(client)
 
@@ -96,7 +96,7 @@ def call_stale(url: str, start: Any, results: Any) -> None:
     after its call, so that a refresh running in its background thread can finish."""
     client = redis.Redis.from_url(url)
 
-    @redlease.cached(client, ttl=0.5, stale=60, lock_ttl=10)
+    @redlease.cached(client, ttl=0.5, stale=60, lock_ttl=10, name="report")
     def report() -> dict[str, int]:
         return {"answer": int(client.incr("computations"))} | _slowly()
 

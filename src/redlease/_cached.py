@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import json
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 
@@ -43,8 +42,9 @@ def cached(
     ttl: float,
     stale: float = 0,
     lock_ttl: float = 10.0,
+    name: str | None = None,
     key: str | Callable[..., str] | None = None,
-    serializer: Any = json,
+    serializer: Any = None,
     prefix: str = "redlease",
 ) -> Decorator:
     """Cache a function's results in Redis, computed once per key across all processes.
@@ -52,12 +52,15 @@ def cached(
     ::
 
         @redlease.cached(r, ttl=60, stale=30)
-        def report(day: str) -> dict: ...
+        def page(slug: str, lang: str = "en") -> dict: ...
 
     A plain function needs a sync client (``redis.Redis``, ``RedisCluster``), an ``async
     def`` function an asyncio one (``redis.asyncio.Redis``); the other kind is a
-    ``TypeError`` when decorating.
+    ``TypeError`` when decorating. Methods work too (the decorator is a descriptor).
 
+    * **One key per call.** The arguments are bound to the signature, defaults applied:
+      ``page("home")``, ``page(slug="home")`` and ``page("home", lang="en")`` are one value,
+      and ``page.invalidate(...)`` takes any of them.
     * **One computation per key.** On a miss, the first caller takes the key's rebuild lock
       (a redlease :class:`~redlease.Lock`) and computes; the others wait in FIFO order, woken
       by pub/sub, and return its value. A wait is bounded by ``lock_ttl``: then the waiter
@@ -75,16 +78,24 @@ def cached(
     :param lock_ttl: the rebuild lock's lease, in seconds: longer than a computation takes
         (it is not renewed, so a stuck rebuild lets the next caller in), and how long others
         wait for it.
-    :param key: the cache name: ``None`` for the function's module and qualified name plus a
-        hash of its arguments (which must then be JSON-serializable: for a method, whose
-        ``self`` is not, pass ``key=``), a ``str`` in place of the function's name, or a
-        function of the arguments returning the whole name.
-    :param serializer: ``dumps`` / ``loads`` of the values: JSON by default; pass ``pickle``
-        only if every process that writes to this Redis is trusted.
+    :param name: the function's name in its keys, in place of its module and qualified name:
+        kept across renames and moves. Required for a lambda, a function defined inside
+        another or a callable object such as a partial (``ValueError`` without it: they share
+        their name with others).
+    :param key: a function of the call's arguments (a method's ``self`` first) returning the
+        whole cache name, in place of ``name`` and the hash of the arguments (a ``str`` is
+        taken as ``name=``). By default the arguments are hashed, by type and value; they
+        must be None, bool, int, float, str, bytes, or lists, tuples, sets and dicts of them.
+        A method's ``self`` (a first parameter named ``self`` or ``cls``) is left out: every
+        instance shares the values; pass ``key=`` when they depend on the instance.
+    :param serializer: ``dumps`` / ``loads`` of the values. By default JSON that gives back
+        what was cached, tuples as tuples; a result JSON would change (a dict with non-str
+        keys, an enum member, a namedtuple) is a ``TypeError``. Pass ``pickle`` only if every
+        process that writes to this Redis is trusted.
     :param prefix: the key prefix (no white space or braces).
 
     Each value lives ``ttl + stale`` seconds, its rebuild lock's keys a little longer
-    (``docs/safety.md``): nothing is kept in Redis for good.
+    (``docs/safety.md``): every key has an expiry, whatever happens.
 
     The decorated function has ``invalidate(*args, **kwargs)`` (drop that value; a rebuild
     already running cannot store its result) and ``key_for(*args, **kwargs)``. Calls are
@@ -102,7 +113,7 @@ def cached(
         else:
             shell, kind = Cached, "a plain function needs a sync client (redis.Redis)"
         try:
-            return shell(client, func, settings, key, serializer)
+            return shell(client, func, settings, key=key, name=name)
         except TypeError as exc:
             if "client" in str(exc):
                 raise TypeError(f"cached: {kind}: {exc}") from None

@@ -53,7 +53,7 @@ async def test_a_value_is_computed_once_then_served(
 ) -> None:
     calls: list[str] = []
 
-    @redlease.cached(async_client, ttl=30)
+    @redlease.cached(async_client, ttl=30, name="report")
     async def report(day: str, *, detail: bool = False) -> dict[str, Any]:
         calls.append(day)
         return {"day": day, "detail": detail, "rows": [1, 2]}
@@ -65,7 +65,7 @@ async def test_a_value_is_computed_once_then_served(
     assert lookups.outcomes == {"miss": 2, "hit": 1}
     assert report.__name__ == "report"
     name = report.key_for("mon")
-    assert name.startswith(b"cache:tests._") and b"report:" in name
+    assert name.startswith(b"cache:report:")
     assert name == report.key_for("mon") != report.key_for("tue")
     stored = await async_client.hgetall(b"redlease:{" + name + b"}:cached")
     assert json.loads(stored[b"value"]) == {"day": "mon", "detail": False, "rows": [1, 2]}
@@ -75,7 +75,7 @@ async def test_a_value_is_computed_once_then_served(
 async def test_invalidate_drops_the_value(async_client: redis.asyncio.Redis) -> None:
     calls: list[int] = []
 
-    @redlease.cached(async_client, ttl=30)
+    @redlease.cached(async_client, ttl=30, name="square")
     async def square(x: int) -> int:
         calls.append(x)
         return x * x
@@ -122,15 +122,23 @@ async def test_bad_arguments_are_refused_before_anything_is_sent(
         redlease.cached(async_client, ttl=1, serializer=object())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="key"):
         redlease.cached(async_client, ttl=1, key=3)(f)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="JSON-serializable"):
-        await redlease.cached(async_client, ttl=1)(f)(object())
+    with pytest.raises(ValueError, match="name="):
+        redlease.cached(async_client, ttl=1)(f)  # a function defined inside another
+    with pytest.raises(TypeError, match="name"):
+        redlease.cached(async_client, ttl=1, name=3)(f)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="not both"):
+        redlease.cached(async_client, ttl=1, name="f", key="g")(f)
+    with pytest.raises(TypeError, match="argument 'x' is of type object"):
+        await redlease.cached(async_client, ttl=1, name="f")(f)(object())
+    with pytest.raises(TypeError, match="missing a required argument: 'x'"):
+        await redlease.cached(async_client, ttl=1, name="f")(f)()
     assert await async_client.dbsize() == 0
 
 
 async def test_a_result_the_serializer_refuses_is_a_type_error(
     async_client: redis.asyncio.Redis,
 ) -> None:
-    @redlease.cached(async_client, ttl=1)
+    @redlease.cached(async_client, ttl=1, name="raw")
     async def raw() -> bytes:
         return b"bytes are not JSON"
 
@@ -153,7 +161,7 @@ async def test_concurrent_callers_on_a_cold_key_compute_it_once(
 ) -> None:
     calls: list[int] = []
 
-    @redlease.cached(async_client, ttl=30)
+    @redlease.cached(async_client, ttl=30, name="slow")
     async def slow() -> int:
         calls.append(1)
         await AsyncTasks.sleep(0.3)
@@ -173,7 +181,7 @@ async def test_a_rebuild_longer_than_lock_ttl_lets_the_next_caller_compute(
     """Waiters are bounded by lock_ttl: they do not hang on a stuck rebuild."""
     calls: list[float] = []
 
-    @redlease.cached(async_client, ttl=30, lock_ttl=0.3)
+    @redlease.cached(async_client, ttl=30, lock_ttl=0.3, name="stuck")
     async def stuck() -> str:
         calls.append(time.monotonic())
         await AsyncTasks.sleep(3.0)
@@ -194,7 +202,7 @@ async def test_stale_values_are_served_at_once_while_one_refresh_runs(
 ) -> None:
     calls: list[int] = []
 
-    @redlease.cached(async_client, ttl=0.3, stale=30)
+    @redlease.cached(async_client, ttl=0.3, stale=30, name="version")
     async def version() -> int:
         calls.append(1)
         await AsyncTasks.sleep(2.0)
@@ -221,7 +229,7 @@ async def test_a_refresh_that_found_the_lock_taken_does_not_block_later_ones(
 ) -> None:
     calls: list[int] = []
 
-    @redlease.cached(async_client, ttl=0.2, stale=30)
+    @redlease.cached(async_client, ttl=0.2, stale=30, name="version")
     async def version() -> int:
         calls.append(1)
         return len(calls)
@@ -251,7 +259,7 @@ async def test_without_stale_an_expired_value_is_computed_again(
 ) -> None:
     calls: list[int] = []
 
-    @redlease.cached(async_client, ttl=0.2)
+    @redlease.cached(async_client, ttl=0.2, name="version")
     async def version() -> int:
         calls.append(1)
         return len(calls)
@@ -267,7 +275,7 @@ async def test_a_rebuild_paused_past_its_lease_does_not_overwrite_a_newer_value(
 ) -> None:
     source = {"value": "old"}
 
-    @redlease.cached(async_client, ttl=30, lock_ttl=0.3)
+    @redlease.cached(async_client, ttl=30, lock_ttl=0.3, name="read")
     async def read() -> str:
         seen = source["value"]
         if seen == "old":
@@ -316,7 +324,7 @@ async def test_twin_a_plain_set_after_a_pause_overwrites_the_newer_value(
 async def test_invalidate_stops_a_running_rebuild_from_storing(
     async_client: redis.asyncio.Redis,
 ) -> None:
-    @redlease.cached(async_client, ttl=30)
+    @redlease.cached(async_client, ttl=30, name="slow")
     async def slow() -> str:
         await AsyncTasks.sleep(1.5)
         return "computed before the invalidation"
@@ -335,7 +343,7 @@ async def test_the_rebuild_counter_expires_and_restarts_above_every_older_fence(
     """No key is kept forever per cached value, and a rebuild paused across the counter's
     expiry is still refused: the counter starts again at the server's time in µs."""
 
-    @redlease.cached(async_client, ttl=0.2, lock_ttl=0.05)
+    @redlease.cached(async_client, ttl=0.2, lock_ttl=0.05, name="value")
     async def value() -> str:
         return "new"
 
@@ -376,7 +384,7 @@ async def test_on_a_cluster(cluster: RedisClusterServers) -> None:
     calls: list[str] = []
     try:
 
-        @redlease.cached(conn, ttl=30)
+        @redlease.cached(conn, ttl=30, name="report")
         async def report(day: str) -> str:
             calls.append(day)
             return day.upper()
@@ -397,7 +405,7 @@ async def test_an_outage_raises_unavailable_with_the_cause(make_server: Any) -> 
     conn = redis.asyncio.Redis(host=srv.host, port=srv.port, socket_timeout=1.0)
     try:
 
-        @redlease.cached(conn, ttl=30)
+        @redlease.cached(conn, ttl=30, name="report")
         async def report() -> int:
             return 1
 

@@ -54,7 +54,7 @@ def test_a_value_is_computed_once_then_served(
 ) -> None:
     calls: list[str] = []
 
-    @redlease.cached(client, ttl=30)
+    @redlease.cached(client, ttl=30, name="report")
     def report(day: str, *, detail: bool = False) -> dict[str, Any]:
         calls.append(day)
         return {"day": day, "detail": detail, "rows": [1, 2]}
@@ -66,7 +66,7 @@ def test_a_value_is_computed_once_then_served(
     assert lookups.outcomes == {"miss": 2, "hit": 1}
     assert report.__name__ == "report"
     name = report.key_for("mon")
-    assert name.startswith(b"cache:tests._") and b"report:" in name
+    assert name.startswith(b"cache:report:")
     assert name == report.key_for("mon") != report.key_for("tue")
     stored = client.hgetall(b"redlease:{" + name + b"}:cached")
     assert json.loads(stored[b"value"]) == {"day": "mon", "detail": False, "rows": [1, 2]}
@@ -76,7 +76,7 @@ def test_a_value_is_computed_once_then_served(
 def test_invalidate_drops_the_value(client: redis.Redis) -> None:
     calls: list[int] = []
 
-    @redlease.cached(client, ttl=30)
+    @redlease.cached(client, ttl=30, name="square")
     def square(x: int) -> int:
         calls.append(x)
         return x * x
@@ -123,15 +123,23 @@ def test_bad_arguments_are_refused_before_anything_is_sent(
         redlease.cached(client, ttl=1, serializer=object())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="key"):
         redlease.cached(client, ttl=1, key=3)(f)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="JSON-serializable"):
-        redlease.cached(client, ttl=1)(f)(object())
+    with pytest.raises(ValueError, match="name="):
+        redlease.cached(client, ttl=1)(f)  # a function defined inside another
+    with pytest.raises(TypeError, match="name"):
+        redlease.cached(client, ttl=1, name=3)(f)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="not both"):
+        redlease.cached(client, ttl=1, name="f", key="g")(f)
+    with pytest.raises(TypeError, match="argument 'x' is of type object"):
+        redlease.cached(client, ttl=1, name="f")(f)(object())
+    with pytest.raises(TypeError, match="missing a required argument: 'x'"):
+        redlease.cached(client, ttl=1, name="f")(f)()
     assert client.dbsize() == 0
 
 
 def test_a_result_the_serializer_refuses_is_a_type_error(
     client: redis.Redis,
 ) -> None:
-    @redlease.cached(client, ttl=1)
+    @redlease.cached(client, ttl=1, name="raw")
     def raw() -> bytes:
         return b"bytes are not JSON"
 
@@ -154,7 +162,7 @@ def test_concurrent_callers_on_a_cold_key_compute_it_once(
 ) -> None:
     calls: list[int] = []
 
-    @redlease.cached(client, ttl=30)
+    @redlease.cached(client, ttl=30, name="slow")
     def slow() -> int:
         calls.append(1)
         Tasks.sleep(0.3)
@@ -174,7 +182,7 @@ def test_a_rebuild_longer_than_lock_ttl_lets_the_next_caller_compute(
     """Waiters are bounded by lock_ttl: they do not hang on a stuck rebuild."""
     calls: list[float] = []
 
-    @redlease.cached(client, ttl=30, lock_ttl=0.3)
+    @redlease.cached(client, ttl=30, lock_ttl=0.3, name="stuck")
     def stuck() -> str:
         calls.append(time.monotonic())
         Tasks.sleep(3.0)
@@ -195,7 +203,7 @@ def test_stale_values_are_served_at_once_while_one_refresh_runs(
 ) -> None:
     calls: list[int] = []
 
-    @redlease.cached(client, ttl=0.3, stale=30)
+    @redlease.cached(client, ttl=0.3, stale=30, name="version")
     def version() -> int:
         calls.append(1)
         Tasks.sleep(2.0)
@@ -222,7 +230,7 @@ def test_a_refresh_that_found_the_lock_taken_does_not_block_later_ones(
 ) -> None:
     calls: list[int] = []
 
-    @redlease.cached(client, ttl=0.2, stale=30)
+    @redlease.cached(client, ttl=0.2, stale=30, name="version")
     def version() -> int:
         calls.append(1)
         return len(calls)
@@ -252,7 +260,7 @@ def test_without_stale_an_expired_value_is_computed_again(
 ) -> None:
     calls: list[int] = []
 
-    @redlease.cached(client, ttl=0.2)
+    @redlease.cached(client, ttl=0.2, name="version")
     def version() -> int:
         calls.append(1)
         return len(calls)
@@ -268,7 +276,7 @@ def test_a_rebuild_paused_past_its_lease_does_not_overwrite_a_newer_value(
 ) -> None:
     source = {"value": "old"}
 
-    @redlease.cached(client, ttl=30, lock_ttl=0.3)
+    @redlease.cached(client, ttl=30, lock_ttl=0.3, name="read")
     def read() -> str:
         seen = source["value"]
         if seen == "old":
@@ -317,7 +325,7 @@ def test_twin_a_plain_set_after_a_pause_overwrites_the_newer_value(
 def test_invalidate_stops_a_running_rebuild_from_storing(
     client: redis.Redis,
 ) -> None:
-    @redlease.cached(client, ttl=30)
+    @redlease.cached(client, ttl=30, name="slow")
     def slow() -> str:
         Tasks.sleep(1.5)
         return "computed before the invalidation"
@@ -336,7 +344,7 @@ def test_the_rebuild_counter_expires_and_restarts_above_every_older_fence(
     """No key is kept forever per cached value, and a rebuild paused across the counter's
     expiry is still refused: the counter starts again at the server's time in µs."""
 
-    @redlease.cached(client, ttl=0.2, lock_ttl=0.05)
+    @redlease.cached(client, ttl=0.2, lock_ttl=0.05, name="value")
     def value() -> str:
         return "new"
 
@@ -377,7 +385,7 @@ def test_on_a_cluster(cluster: RedisClusterServers) -> None:
     calls: list[str] = []
     try:
 
-        @redlease.cached(conn, ttl=30)
+        @redlease.cached(conn, ttl=30, name="report")
         def report(day: str) -> str:
             calls.append(day)
             return day.upper()
@@ -398,7 +406,7 @@ def test_an_outage_raises_unavailable_with_the_cause(make_server: Any) -> None:
     conn = redis.Redis(host=srv.host, port=srv.port, socket_timeout=1.0)
     try:
 
-        @redlease.cached(conn, ttl=30)
+        @redlease.cached(conn, ttl=30, name="report")
         def report() -> int:
             return 1
 

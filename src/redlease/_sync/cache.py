@@ -7,7 +7,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import redis
 
@@ -21,10 +21,12 @@ from .flavor import check_client
 from .lock import Lock
 from .primitive import Primitive
 
-__all__ = ["Cached"]
+__all__ = ["Cached", "CachedMethod"]
 
 _P = ParamSpec("_P")
+_Q = ParamSpec("_Q")
 _R = TypeVar("_R")
+_S = TypeVar("_S")
 
 
 class Cached(Primitive, Generic[_P, _R]):
@@ -32,7 +34,9 @@ class Cached(Primitive, Generic[_P, _R]):
 
     Made by ``redlease.cached(client, ttl=...)``; call it as the function. ``invalidate(*args,
     **kwargs)`` drops the value of those arguments; ``key_for(*args, **kwargs)`` is its cache
-    name. Redis failures raise :class:`~redlease.LockUnavailable` with the cause chained.
+    name; both take the arguments as a call does, in any spelling of it. On a method, read
+    through an instance, it is an :class:`CachedMethod`. Redis failures raise
+    :class:`~redlease.LockUnavailable` with the cause chained.
     """
 
     _unavailable_error = LockUnavailable
@@ -42,22 +46,33 @@ class Cached(Primitive, Generic[_P, _R]):
         client: redis.Redis,
         func: Callable[_P, Any],
         settings: core.Options,
-        key: str | Callable[..., Any] | None,
-        serializer: core.Serializer,
+        *,
+        key: str | Callable[..., Any] | None = None,
+        name: str | None = None,
     ) -> None:
         validate.decorated(func, "cached", coroutine=Background.ASYNC)
         check_client(client)
-        if key is not None and not isinstance(key, str) and not callable(key):
-            raise TypeError(f"key must be a str, a function or None, got {type(key).__name__}")
+        self._namer = core.Namer(func, settings.prefix, name=name, key=key)
         functools.update_wrapper(self, func)
         self._client = client
         self._func = func
         self._settings = settings
-        self._serializer = serializer
-        self._label = key if isinstance(key, str) else f"{func.__module__}.{func.__qualname__}"
-        self._namer = core.Namer(self._label, key, settings.prefix)
+        self._serializer = settings.serializer
+        self._label = self._namer.label
         self._refreshing: dict[bytes, Background | None] = {}
         self._guard = ProcessLock()
+
+    @overload
+    def __get__(self, instance: None, owner: type[Any] | None = None) -> Cached[_P, _R]: ...
+
+    @overload
+    def __get__(
+        self: Cached[Concatenate[_S, _Q], _R], instance: _S, owner: type[Any] | None = None
+    ) -> CachedMethod[_Q, _R]: ...
+
+    def __get__(self, instance: Any, owner: type[Any] | None = None) -> Any:
+        """Read on a class: itself; on an instance: that instance's bound method."""
+        return self if instance is None else CachedMethod(self, instance)
 
     def __repr__(self) -> str:
         return f"<cached {self._label} ttl={self._settings.ttl_ms / 1000}>"
@@ -67,6 +82,7 @@ class Cached(Primitive, Generic[_P, _R]):
         return self._namer.name(args, kwargs)
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        """The cached value of this call: computed if there is none."""
         name = self.key_for(*args, **kwargs)
         found = self._read(self._namer.data_key(name))
         if found.state == core.FRESH:
@@ -188,3 +204,34 @@ class Cached(Primitive, Generic[_P, _R]):
     def _loads(self, data: bytes | None) -> _R:
         result: _R = self._serializer.loads(data or b"")
         return result
+
+
+class CachedMethod(Generic[_P, _R]):
+    """A cached method read through an instance, ``obj.method``: a call, ``invalidate`` and
+    ``key_for`` pass the instance first, as calling the method does (a ``key=`` function
+    gets it; the default key leaves out a first parameter named ``self`` or ``cls``)."""
+
+    __slots__ = ("__func__", "__self__")
+
+    def __init__(self, cached: Cached[..., Any], instance: Any) -> None:
+        self.__func__ = cached
+        self.__self__ = instance
+
+    def __repr__(self) -> str:
+        return f"<bound {self.__func__!r} of {self.__self__!r}>"
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self.__func__, attribute)  # __name__, __doc__, __wrapped__, ...
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        """The cached value of this call: computed if there is none."""
+        result: _R = self.__func__(self.__self__, *args, **kwargs)
+        return result
+
+    def invalidate(self, *args: _P.args, **kwargs: _P.kwargs) -> bool:
+        """:meth:`Cached.invalidate` of this call."""
+        return bool(self.__func__.invalidate(self.__self__, *args, **kwargs))
+
+    def key_for(self, *args: _P.args, **kwargs: _P.kwargs) -> bytes:
+        """:meth:`Cached.key_for` of this call."""
+        return self.__func__.key_for(self.__self__, *args, **kwargs)

@@ -5,7 +5,10 @@
 -- or written, and starts again at the server's time in microseconds: above every fence the
 -- expired counter issued (it counted up from an older time, by one per acquisition, far fewer
 -- than the microseconds since), so a rebuild paused across the expiry is still refused.
--- KEYS[1] fence  STRING  the rebuild lock's fencing counter (lock_lib.lua INCRs it)
+-- The lock's own scripts keep the expiry (common_lib.lua's next_fence sets KEEPTTL): once armed
+-- here, the counter expires whatever follows (a crowd granted the lock in turn, a rebuild
+-- that raised, a process that died holding it).
+-- KEYS[1] fence  STRING  the rebuild lock's fencing counter (raised by each acquisition)
 -- ARGV[1] keep_ms  how long it must live from now at least (> the wait, the rebuild and the
 --                  value's life: see cache.Options.keep_ms)
 -- Returns 1 when the counter was started here, 0 when it existed (its expiry pushed back)

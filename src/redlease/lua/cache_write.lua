@@ -5,8 +5,8 @@
 -- with an older fence than the lock's counter (someone took the lock after it) or than the
 -- value's: it is refused, so it never overwrites a newer value.
 -- KEYS[1] data   HASH    the cached value (see cache_read.lua)
--- KEYS[2] fence  STRING  the rebuild lock's fencing counter (lock_lib.lua; INCR'd by each
---                        acquisition and by cache_invalidate.lua)
+-- KEYS[2] fence  STRING  the rebuild lock's fencing counter (raised by each acquisition,
+--                        INCR'd by cache_invalidate.lua; armed by cache_arm.lua)
 -- ARGV[1] fence     the writer's fencing token (integer >= 1)
 -- ARGV[2] value     the serialized value
 -- ARGV[3] ttl_ms    how long the value is fresh (> 0)

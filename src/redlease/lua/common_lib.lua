@@ -36,10 +36,11 @@ end
 -- server's data (restart without persistence, FLUSHALL, eviction), still larger than every
 -- token issued before, as long as the server's clock did not go back. Exact as a Lua number
 -- (a double) below 2^53 us, the year 2255; stored and told with %d (Lua would print 14
--- significant digits).
+-- significant digits). KEEPTTL: a counter given an expiry (redlease.cached's, cache_arm.lua;
+-- QueueOnce's) keeps it, so no acquisition leaves it behind for good.
 local function next_fence(fence)
   local issued = math.max(tonumber(redis.call('GET', fence) or '0') + 1, now_us())
-  redis.call('SET', fence, string.format('%d', issued))
+  redis.call('SET', fence, string.format('%d', issued), 'KEEPTTL')
   return issued
 end
 

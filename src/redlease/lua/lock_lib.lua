@@ -6,8 +6,9 @@
 -- The key layout of one lock (all keys share the hash tag {name}, so they live in one
 -- Redis Cluster slot):
 --   lock     STRING  the holder's token, PX = lease. Existence IS the lock.
---   fence    STRING  fencing counter: raised by every acquisition (next_fence). Never expires,
---                    never reset.
+--   fence    STRING  fencing counter: raised by every acquisition (next_fence). Never reset;
+--                    never expires, unless its owner gave it an expiry (redlease.cached's
+--                    rebuild locks): next_fence keeps it.
 --   queue    ZSET    waiter token -> when it joined (us; server time, or Redlock's ticket).
 --   handoff  STRING  "<token> <ms>": reservation mode (Redlock): the free lock is reserved for
 --                    that queue head until <ms>; barging mode, "<token> <ms> <turn>": <token>
