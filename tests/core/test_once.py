@@ -17,6 +17,7 @@ from redlease._core.once import (
     decode_inspect,
     decode_start,
     every_ms,
+    lease_ms,
 )
 from redlease.errors import ForeignData
 
@@ -62,8 +63,22 @@ def test_periods() -> None:
     assert every_ms(60) == 60_000
     assert every_ms(0.0001) == 1
     assert every_ms(datetime.timedelta(minutes=15)) == 900_000
+    assert every_ms("15m") == every_ms("900") == 900_000
     with pytest.raises(ValueError, match=r"^every "):
         every_ms(datetime.timedelta(0))
+    with pytest.raises(ValueError, match=r"^every must be > 0 and at most 400 days"):
+        every_ms(10**400)
+
+
+def test_leases() -> None:
+    assert lease_ms(10) == lease_ms("10s") == lease_ms(datetime.timedelta(seconds=10)) == 10_000
+    assert lease_ms("1m30s") == 90_000
+    with pytest.raises(ValueError, match=r"^ttl must be at least 0.05 seconds .*\(from '10ms'\)$"):
+        lease_ms("10ms")
+    with pytest.raises(ValueError, match=r"^ttl must be at most 30 days"):
+        lease_ms(datetime.timedelta(days=31))
+    with pytest.raises(TypeError, match=r"^ttl must be"):
+        lease_ms(None)
 
 
 def test_the_keys_follow_the_common_layout() -> None:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ..errors import ForeignData
-from . import keys
+from . import duration, keys, validate
 from .scripts import load
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "decode_inspect",
     "decode_start",
     "every_ms",
+    "lease_ms",
 ]
 
 _LIB = ("common_lib", "once_lib")
@@ -86,16 +87,24 @@ class OnceKeys:
 
 
 def every_ms(value: Any, arg: str = "every") -> int:
-    """A period: seconds (``0 < every <= MAX_EVERY``) or a ``timedelta``, in whole ms."""
-    if isinstance(value, datetime.timedelta):
-        value = value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(
-            f"{arg} must be a number of seconds or a timedelta, got {type(value).__name__}"
-        )
-    if math.isnan(value) or not 0 < value <= MAX_EVERY:
+    """A period (``0 < every <= MAX_EVERY``) in whole ms: seconds, a ``timedelta``, or a
+    duration as the command line writes it (``"24h"``, ``"1h30m"``: ``_core/duration.py``)."""
+    seconds = duration.seconds(value, arg)
+    if math.isnan(seconds) or not 0 < seconds <= MAX_EVERY:
         raise ValueError(f"{arg} must be > 0 and at most 400 days, got {value!r}")
-    return max(1, round(value * 1000))
+    return max(1, round(seconds * 1000))
+
+
+def lease_ms(value: Any, arg: str = "ttl") -> int:
+    """A run's lease in whole ms, as ``validate.lease_ms`` checks it, given as :func:`every_ms`
+    takes a period (seconds, a ``timedelta`` or ``"30s"``)."""
+    if not isinstance(value, (str, datetime.timedelta)):
+        return validate.lease_ms(value, arg)
+    seconds = duration.seconds(value, arg)
+    try:
+        return validate.lease_ms(seconds, arg)
+    except ValueError as exc:  # its message shows the seconds: say what was written too
+        raise ValueError(f"{exc} (from {value!r})") from None
 
 
 @dataclass(frozen=True)

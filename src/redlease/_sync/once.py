@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import functools
 import socket
 import time
@@ -34,7 +35,7 @@ _R = TypeVar("_R")
 class Once(Primitive):
     """At most one run per period for ``name``, across processes and hosts.
 
-    ``Once(client, "nightly-report", every=24 * 3600)``: :meth:`try_start` starts a run and
+    ``Once(client, "nightly-report", every="24h")``: :meth:`try_start` starts a run and
     returns it (an :class:`OnceRun`), or returns ``None`` when a run is in progress elsewhere or
     a run that succeeded started less than ``every`` seconds ago, both on the server's clock
     (hosts whose clocks or cron entries disagree by seconds still run the job once).
@@ -63,8 +64,8 @@ class Once(Primitive):
         client: redis.Redis,
         name: str | bytes,
         *,
-        every: float,
-        ttl: float = 10.0,
+        every: float | datetime.timedelta | str,
+        ttl: float | datetime.timedelta | str = 10.0,
         prefix: str = "redlease",
         on_lost: Callable[[], object] | None = None,
     ) -> None:
@@ -73,10 +74,12 @@ class Once(Primitive):
         :param client: your redis-py client.
         :param name: the job's name (str or bytes); its keys are ``<prefix>:{<name>}:once:run`` and
             ``:once:fence``.
-        :param every: the period in seconds (or a ``timedelta``; 0 < every <= 400 days): a
-            run that succeeded keeps the name until its start + every.
-        :param ttl: the run's lease in seconds (at least 0.05), renewed every ttl/3 while it
-            runs: how long the name stays taken after its holder died.
+        :param every: the period: seconds, a ``timedelta``, or a duration as ``redlease run
+            --every`` takes it (``"90s"``, ``"15m"``, ``"24h"``, ``"7d"``, ``"1h30m"``);
+            0 < every <= 400 days. A run that succeeded keeps the name until its start + every.
+        :param ttl: the run's lease, written as ``every`` (at least 0.05 s, at most 30 days),
+            renewed every ttl/3 while it runs: how long the name stays taken after its holder
+            died.
         :param prefix: the key prefix (no white space or braces).
         :param on_lost: called (from the watchdog) when a renewal finds the run's lease gone.
         """
@@ -87,7 +90,7 @@ class Once(Primitive):
         self._key = self._keys.run
         self._every_ms = core.every_ms(every)
         self.every = self._every_ms / 1000
-        self._ttl_ms = validate.lease_ms(ttl)
+        self._ttl_ms = core.lease_ms(ttl)
         self.ttl = self._ttl_ms / 1000
         self._on_lost = validate.on_lost(on_lost, coroutines=Background.ASYNC)
         self._label = name if isinstance(name, str) else name.decode("utf-8", "replace")
