@@ -15,10 +15,10 @@ import redis.asyncio
 from redis.exceptions import RedisError
 
 from .. import _observe
+from .._core import breakglass, validate
 from .._core import once as core
-from .._core import validate
 from .._core.lease import Holding, new_token, pid
-from .._core.once import OnceInfo
+from .._core.once import OnceInfo, OnceReleased
 from .._core.scripts import Script
 from .._synchronization import AsyncBackground, AsyncFunction
 from ..errors import OnceUnavailable, RunLost
@@ -50,6 +50,9 @@ class AsyncOnce(AsyncPrimitive):
     it), records success at the end of the block and failure on an exception (which
     propagates). ``@once`` over a function runs it as such a block and returns ``None`` when
     it skipped; inside, :attr:`run` is the caller's run. A skip is not an error.
+
+    :meth:`force_release` is an operator's way out: it frees a run that hangs, or clears a
+    success so that the job may run again now (``redlease release NAME --force``).
 
     Not guaranteed: a holder paused longer than ``ttl`` (GC, SIGSTOP) may still be working when
     another run starts; pass ``run.fence`` to your storage to reject its late writes.
@@ -97,6 +100,39 @@ class AsyncOnce(AsyncPrimitive):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} every={self.every} ttl={self.ttl}>"
+
+    # -- break-glass ------------------------------------------------------------------------
+    @classmethod
+    async def force_release(
+        cls,
+        client: redis.asyncio.Redis,
+        name: str | bytes,
+        *,
+        prefix: str = "redlease",
+        token: str | bytes | None = None,
+    ) -> OnceReleased:
+        """Break-glass: free ``name`` now, whatever keeps it (only the run with ``token``, as
+        ``last().token`` shows it, when given), and move the fence on.
+
+        A run in progress is evicted: its holder's watchdog reports ``on_lost`` at its next
+        renewal (within ``ttl / 3``), its ``finish()`` / ``fail()`` raise
+        :class:`~redlease.RunLost`, and the next run's fence is larger. A success within its
+        period is cleared, so that the job may run again now (after a fix, say). The run is
+        left ``"released"`` in :meth:`last`. Nothing is changed when nothing keeps the name
+        (``removed`` empty). For an operator (``redlease release NAME --force``); logged as a
+        WARNING (``redlease_event`` ``force_released``). Raises
+        :class:`~redlease.OnceUnavailable` if Redis fails.
+        """
+        return await cls(client, name, every=1, prefix=prefix)._force_release(token)
+
+    async def _force_release(self, token: str | bytes | None) -> OnceReleased:
+        wanted = breakglass.token(token)
+        raw = await self._run(core.FORCE_RELEASE, self._keys.in_order(), [wanted], "force-release")
+        result = core.decode_force_release(raw, self.name, self._keys)
+        if result.removed:
+            tokens = [h.token for h in result.removed]
+            _observe.force_released("once", self._label, tokens, result.fence)
+        return result
 
     # -- runs -------------------------------------------------------------------------------
     async def try_start(self) -> AsyncOnceRun | None:
