@@ -15,7 +15,8 @@ import redlease
 from ._common import DEFAULT_URL, EX_USAGE, CliError, global_options, handler_defaults, lock_name
 from ._connection import check_connection, unavailable
 from ._kinds import HOLDERS
-from .inspect import holder_text, kind_of
+from ._report import holder_text
+from .inspect import kind_of
 
 __all__ = ["EX_NOTHING", "add_parser", "command"]
 
