@@ -18,6 +18,7 @@ from redis.exceptions import RedisError
 from .. import _observe
 from .._core import breakglass, validate
 from .._core import once as core
+from .._core.holder import name_of
 from .._core.lease import Holding, new_token, pid
 from .._core.once import OnceInfo, OnceReleased
 from .._core.scripts import Script
@@ -145,7 +146,8 @@ class Once(Primitive):
         data redlease did not write.
         """
         runtime = self._runtime()
-        token = new_token()
+        owner = Background.owner()
+        token = new_token(name_of(owner))  # says who runs it: inspect's "held by"
         args = [token, self._ttl_ms, self._every_ms, socket.gethostname(), pid()]
         sent = time.monotonic()
         raw = self._run_or_undo(
@@ -162,7 +164,7 @@ class Once(Primitive):
             key=self._key,
             token=token,
             fence=start.value,
-            owner=Background.owner(),
+            owner=owner,
             ttl_ms=self._ttl_ms,
             expires_at=sent + self.ttl,
             on_lost=self._on_lost,
