@@ -14,7 +14,6 @@ holds data redlease did not write).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import sys
 from typing import Any
@@ -24,7 +23,7 @@ import redis
 import redlease
 
 from .._core.lock import LockKeys
-from . import ratelimit
+from . import once, ratelimit
 from ._common import DEFAULT_URL, EX_USAGE, CliError, global_options, handler_defaults, lock_name
 from ._connection import check_connection, close_client, make_client, unavailable
 from ._kinds import KINDS, kind_of_suffix, present
@@ -79,8 +78,11 @@ writer, waiters, fence, leases, held_by; ElectionInfo: leader {"value", "term"} 
 remaining, candidates, last_term, held_by; LatchInfo: count, rounds, waiters; Stock:
 available, reserved, sold, total; FencedRecord: fence, version, fields).
 
-A Once (found from its keys, or --kind once) shows its last run: state, started, ended
-(UTC, ISO 8601), fence, host, pid, free_in, every; state null if it never ran.
+A Once (found from its keys, or --kind once) shows its last run: state (running, done,
+failed, lost, released), started, ended (UTC, ISO 8601), fence, host, pid, free_in, every,
+token and held_by; state null if it never ran. NAME is held by a run in progress (held_by
+names its holder: `redlease release NAME --force` evicts it), kept by a success for free_in
+seconds (release --force clears it), or free (free_in 0: release --force changes nothing).
 
 --kind ratelimit --subject KEY --rate RATE [--algorithm A] shows what a hit of cost 1 by
 KEY would get now from rate limiter NAME under each of its limits, taking nothing; --json:
@@ -213,31 +215,6 @@ def _family(args: argparse.Namespace) -> int:
     return 0
 
 
-def _once(args: argparse.Namespace) -> int:
-    """``inspect --kind once``: the last run of a :class:`redlease.Once` (times in UTC)."""
-    once = redlease.Once(args.client, args.name, every=1, prefix=args.prefix)
-    try:
-        info = once.last()
-    except redlease.ForeignData as exc:
-        raise CliError(f"once {args.name!r}: {exc}", EX_FOREIGN) from exc
-    except redlease.Unavailable as exc:
-        raise unavailable(args.url, exc) from exc
-    if info is None:
-        state: dict[str, Any] = {"name": args.name, "kind": "once", "state": None}
-    else:
-        state = family_report(info, "once")
-        for field in ("started", "ended"):
-            if state[field] is not None:
-                moment = datetime.datetime.fromtimestamp(state[field], datetime.timezone.utc)
-                state[field] = moment.isoformat(timespec="milliseconds")
-    if args.json:
-        json.dump(state, sys.stdout)
-        sys.stdout.write("\n")
-    else:
-        print(format_family(state))
-    return 0
-
-
 def scan_all(
     client: Any, prefix: str, limit: int, count: int = 500, *, match: str = "*"
 ) -> list[dict[str, Any]]:
@@ -334,7 +311,7 @@ def command(args: argparse.Namespace) -> int:
         return ratelimit.command(args)
     args.kind = kind_of(args, name)
     if args.kind == "once":
-        return _once(args)
+        return once.inspect(args)
     if args.kind != "lock":
         return _family(args)
     lock = redlease.Lock(args.client, name, prefix=args.prefix)

@@ -179,7 +179,7 @@ def command(args: argparse.Namespace) -> int:
     if args.every is not None and args.timeout not in (None, 0.0):
         raise CliError("--timeout has no meaning with --every: a run never waits", EX_USAGE)
     check_connection(client, url)
-    child = Child(name)
+    child = Child(name, "lock" if args.every is None else "the run of")
     if args.every is not None:
         return _run_once(args, child)
     try:
