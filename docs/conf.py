@@ -81,6 +81,7 @@ nitpick_ignore = [
     ("py:class", "collections.abc.MutableMapping"),
     ("py:class", "argparse.ArgumentParser"),
     ("py:class", "datetime.datetime"),  # redlease.apscheduler.Fire.scheduled
+    ("py:class", "datetime.timedelta"),  # Once's every and ttl
 ]
 
 # A command-line reference: keep "--url" as typed (smart quotes would make it an en dash).

@@ -33,7 +33,7 @@ from ._core.holder import HolderInfo
 from ._core.inventory import Reservation, Stock
 from ._core.latch import LatchInfo
 from ._core.lock import LockInfo
-from ._core.once import OnceInfo
+from ._core.once import OnceInfo, OnceReleased
 from ._core.ratelimit import RateLimit
 from ._core.rates import Rate
 from ._core.rwlock import ReadWriteLockInfo
@@ -116,6 +116,7 @@ __all__ = [
     "Once",
     "OnceError",
     "OnceInfo",
+    "OnceReleased",
     "OnceRun",
     "OnceUnavailable",
     "OrderClosed",

@@ -264,9 +264,21 @@ def test_fences_increase_across_runs(client: redis.Redis) -> None:
     assert fences == sorted(set(fences))  # strictly increasing
 
 
-def test_every_may_be_a_timedelta(client: redis.Redis) -> None:
+def test_every_and_ttl_take_a_timedelta_or_the_command_lines_durations(
+    client: redis.Redis,
+) -> None:
     once = redlease.Once(client, "job", every=datetime.timedelta(hours=24))
     assert once.every == 86400.0
+    # As `redlease run --every 24h --ttl ...` writes them: it was a TypeError.
+    once = redlease.Once(client, "job", every="24h", ttl="30s")
+    assert (once.every, once.ttl) == (86400.0, 30.0)
+    once = redlease.Once(client, "job", every="1h30m", ttl=datetime.timedelta(minutes=1))
+    assert (once.every, once.ttl) == (5400.0, 60.0)
+    run = redlease.Once(client, "job", every="1d", ttl="500ms").try_start()
+    assert run is not None
+    run.finish()
+    last = once.last()
+    assert last is not None and (last.state, last.every) == ("done", 86400.0)
 
 
 def test_foreign_data_is_refused(client: redis.Redis) -> None:
@@ -291,10 +303,16 @@ def test_foreign_data_is_refused(client: redis.Redis) -> None:
         ({"every": math.nan}, ValueError, "every"),
         ({"every": math.inf}, ValueError, "every"),
         ({"every": 401 * 86400}, ValueError, "every"),
-        ({"every": "24h"}, TypeError, "every"),
+        ({"every": "24x"}, ValueError, "every"),
+        ({"every": "0s"}, ValueError, "every"),
+        ({"every": "500d"}, ValueError, "every"),
+        ({"every": b"24h"}, TypeError, "every"),
         ({"every": True}, TypeError, "every"),
         ({"every": 60, "ttl": 0.01}, ValueError, "ttl"),
-        ({"every": 60, "ttl": "10"}, TypeError, "ttl"),
+        ({"every": 60, "ttl": "10ms"}, ValueError, "ttl"),
+        ({"every": 60, "ttl": "31d"}, ValueError, "ttl"),
+        ({"every": 60, "ttl": "ten"}, ValueError, "ttl"),
+        ({"every": 60, "ttl": [10]}, TypeError, "ttl"),
         ({"every": 60, "prefix": "a b"}, ValueError, "prefix"),
         ({"every": 60, "on_lost": 3}, TypeError, "on_lost"),
     ],

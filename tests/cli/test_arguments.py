@@ -14,7 +14,7 @@ import pytest
 import redis
 
 import redlease
-from redlease.cli import _common
+from redlease.cli import _common, run
 
 CLIENT = redis.Redis(host="127.0.0.1", port=1)  # never connected: Lock() sends nothing
 
@@ -42,6 +42,18 @@ def cli_verdict(parse: Callable[[str], Any], text: str) -> str | None:
 def test_ttl_as_the_library(text: str) -> None:
     expected = library_verdict(lambda: redlease.Lock(CLIENT, "x", ttl=float(text)))
     assert cli_verdict(_common.lease_seconds, text) == expected
+
+
+@pytest.mark.parametrize(
+    "text", ["24h", "1h30m", "90", "0.5", "400d", "0", "0s", "-1", "5x", "500d", "nan", ""]
+)
+def test_every_as_the_library(text: str) -> None:
+    # Once(every="24h") was a TypeError while `redlease run --every 24h` ran. The command line
+    # names its option: "--every must be ...".
+    expected = library_verdict(lambda: redlease.Once(CLIENT, "x", every=text))
+    assert cli_verdict(run.period_seconds, text) == (expected and "--" + expected)
+    if expected is None:
+        assert run.period_seconds(text) == redlease.Once(CLIENT, "x", every=text).every
 
 
 @pytest.mark.parametrize("text", ["0", "2.5", "-1", "-0.5", "-2", "inf", "-inf", "nan"])

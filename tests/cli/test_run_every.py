@@ -204,7 +204,8 @@ def test_inspect_shows_the_last_run(
     server: RedisServer, client: redis.Redis, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cli(server, "inspect", "job", "--kind", "once", "--json") == 0
-    assert json.loads(capsys.readouterr().out) == {"name": "job", "kind": "once", "state": None}
+    never = {"name": "job", "kind": "once", "state": None, "held_by": None}
+    assert json.loads(capsys.readouterr().out) == never
     log = tmp_path / "log"
     assert cli(server, "run", "job", "--every", "1h", "--", *appender(log)) == 0
     capsys.readouterr()

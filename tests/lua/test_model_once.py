@@ -1,12 +1,14 @@
 """A stateful model of the Once scripts (``lua/once_*.lua``), on a real server.
 
-Hypothesis interleaves start, finish, fail and renew of runs, the end of a run's lease or of
-a success's period (its ``until`` moved into the past, as if its time had run out) and lost
-replies (the script ran; the caller never read the reply). A small pure model predicts
+Hypothesis interleaves start, finish, fail and renew of runs, an operator's force release
+(of whichever run keeps the name, or of the one a token names), the end of a run's lease or
+of a success's period (its ``until`` moved into the past, as if its time had run out) and
+lost replies (the script ran; the caller never read the reply). A small pure model predicts
 every reply. Checked at every step: at most one run is in progress and it is the server's;
 a success keeps the name until its period ends; every fence is larger than all before;
-finish, fail and renew of a run that is over change nothing and say so. The twin runs the
-same machine on a finish that does not compare the token.
+finish, fail and renew of a run that is over (or was released) change nothing and say so.
+The twins run the same machine on a finish, and on a force release, that do not compare the
+token.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from redlease._core.once import FAIL, FINISH, RENEW, START, OnceKeys
+from redlease._core.once import FAIL, FINISH, FORCE_RELEASE, RENEW, START, OnceKeys
 from redlease._core.scripts import Script
 from tests.lua.model_support import LOST, MODEL_SETTINGS, TWIN_SETTINGS, Runner, variant
 
@@ -68,6 +70,7 @@ def some(*states: str) -> Callable[[Rule], Rule]:
 class OnceMachine(RuleBasedStateMachine):
     client: redis.Redis
     finish_script: Script = FINISH
+    force_script: Script = FORCE_RELEASE
 
     def __init__(self) -> None:
         super().__init__()
@@ -154,10 +157,32 @@ class OnceMachine(RuleBasedStateMachine):
         """The run's lease, or the success's period, runs out; nobody is told."""
         self.client.hset(KEYS.run, b"until", 1)
         self.model.live = False
+        self._over(self.model.token)
+
+    def _over(self, token: bytes) -> None:
+        """The run ``token`` is over, without its actor being told."""
         for actor in self.actors:
-            if actor.state == RUNNING and actor.token == self.model.token:
+            if actor.state == RUNNING and actor.token == token:
                 actor.state = IDLE
                 self.dead.append(actor.token)
+
+    @rule(data=st.data(), named=st.booleans())
+    def force(self, data: st.DataObject, named: bool) -> None:
+        """An operator's force release: of whichever run keeps the name, or of the run a
+        token names (any token seen: the live run's, or one that is over)."""
+        seen = [a.token for a in self.actors if a.token] + self.dead
+        token = data.draw(st.sampled_from(seen)) if named and seen else b""
+        reply = self.run(self.force_script, KEYS.in_order(), [token])
+        m = self.model
+        kept = m.live and m.state in (b"running", b"done") and token in (b"", m.token)
+        assert (reply[0], reply[1]) == ((m.token, m.state) if kept else (b"", b"")), (reply, m)
+        if not kept:
+            assert int(reply[3]) == self.fence, (reply, self.fence)  # nothing changed
+            return
+        assert int(reply[3]) > self.fence, (reply, self.fence)  # the fence moved on
+        self.fence = int(reply[3])
+        self.model = Model(b"released", m.token, False)
+        self._over(m.token)
 
     @invariant()
     def one_run_and_it_is_the_servers(self) -> None:
@@ -179,6 +204,17 @@ class TokenBlindFinish(OnceMachine):
     )
 
 
+class TokenBlindForce(OnceMachine):
+    """once_force_release.lua releasing whichever run keeps the name, whatever token it is
+    given: an operator's --token of a run that is over would evict the next one."""
+
+    force_script = variant(
+        FORCE_RELEASE,
+        "if not kept or (ARGV[1] ~= '' and run[2] ~= ARGV[1]) then",
+        "if not kept then",
+    )
+
+
 def run_machine(client: redis.Redis, machine: type[OnceMachine], settings: Any) -> None:
     machine.client = client
     run_state_machine_as_test(machine, settings=settings)
@@ -191,3 +227,8 @@ def test_the_once_scripts_follow_the_model(client: redis.Redis) -> None:
 def test_twin_a_finish_that_ignores_the_token_is_caught(client: redis.Redis) -> None:
     with pytest.raises(AssertionError):
         run_machine(client, TokenBlindFinish, TWIN_SETTINGS)
+
+
+def test_twin_a_force_release_that_ignores_the_token_is_caught(client: redis.Redis) -> None:
+    with pytest.raises(AssertionError):
+        run_machine(client, TokenBlindForce, TWIN_SETTINGS)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import functools
 import socket
 import time
@@ -14,10 +15,11 @@ import redis.asyncio
 from redis.exceptions import RedisError
 
 from .. import _observe
+from .._core import breakglass, validate
 from .._core import once as core
-from .._core import validate
+from .._core.holder import name_of
 from .._core.lease import Holding, new_token, pid
-from .._core.once import OnceInfo
+from .._core.once import OnceInfo, OnceReleased
 from .._core.scripts import Script
 from .._synchronization import AsyncBackground, AsyncFunction
 from ..errors import OnceUnavailable, RunLost
@@ -33,7 +35,7 @@ _R = TypeVar("_R")
 class AsyncOnce(AsyncPrimitive):
     """At most one run per period for ``name``, across processes and hosts.
 
-    ``Once(client, "nightly-report", every=24 * 3600)``: :meth:`try_start` starts a run and
+    ``Once(client, "nightly-report", every="24h")``: :meth:`try_start` starts a run and
     returns it (an :class:`OnceRun`), or returns ``None`` when a run is in progress elsewhere or
     a run that succeeded started less than ``every`` seconds ago, both on the server's clock
     (hosts whose clocks or cron entries disagree by seconds still run the job once).
@@ -50,6 +52,9 @@ class AsyncOnce(AsyncPrimitive):
     propagates). ``@once`` over a function runs it as such a block and returns ``None`` when
     it skipped; inside, :attr:`run` is the caller's run. A skip is not an error.
 
+    :meth:`force_release` is an operator's way out: it frees a run that hangs, or clears a
+    success so that the job may run again now (``redlease release NAME --force``).
+
     Not guaranteed: a holder paused longer than ``ttl`` (GC, SIGSTOP) may still be working when
     another run starts; pass ``run.fence`` to your storage to reject its late writes.
     """
@@ -62,8 +67,8 @@ class AsyncOnce(AsyncPrimitive):
         client: redis.asyncio.Redis,
         name: str | bytes,
         *,
-        every: float,
-        ttl: float = 10.0,
+        every: float | datetime.timedelta | str,
+        ttl: float | datetime.timedelta | str = 10.0,
         prefix: str = "redlease",
         on_lost: Callable[[], object] | None = None,
     ) -> None:
@@ -72,10 +77,12 @@ class AsyncOnce(AsyncPrimitive):
         :param client: your redis-py client.
         :param name: the job's name (str or bytes); its keys are ``<prefix>:{<name>}:once:run`` and
             ``:once:fence``.
-        :param every: the period in seconds (or a ``timedelta``; 0 < every <= 400 days): a
-            run that succeeded keeps the name until its start + every.
-        :param ttl: the run's lease in seconds (at least 0.05), renewed every ttl/3 while it
-            runs: how long the name stays taken after its holder died.
+        :param every: the period: seconds, a ``timedelta``, or a duration as ``redlease run
+            --every`` takes it (``"90s"``, ``"15m"``, ``"24h"``, ``"7d"``, ``"1h30m"``);
+            0 < every <= 400 days. A run that succeeded keeps the name until its start + every.
+        :param ttl: the run's lease, written as ``every`` (at least 0.05 s, at most 30 days),
+            renewed every ttl/3 while it runs: how long the name stays taken after its holder
+            died.
         :param prefix: the key prefix (no white space or braces).
         :param on_lost: called (from the watchdog) when a renewal finds the run's lease gone.
         """
@@ -86,7 +93,7 @@ class AsyncOnce(AsyncPrimitive):
         self._key = self._keys.run
         self._every_ms = core.every_ms(every)
         self.every = self._every_ms / 1000
-        self._ttl_ms = validate.lease_ms(ttl)
+        self._ttl_ms = core.lease_ms(ttl)
         self.ttl = self._ttl_ms / 1000
         self._on_lost = validate.on_lost(on_lost, coroutines=AsyncBackground.ASYNC)
         self._label = name if isinstance(name, str) else name.decode("utf-8", "replace")
@@ -94,6 +101,39 @@ class AsyncOnce(AsyncPrimitive):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} every={self.every} ttl={self.ttl}>"
+
+    # -- break-glass ------------------------------------------------------------------------
+    @classmethod
+    async def force_release(
+        cls,
+        client: redis.asyncio.Redis,
+        name: str | bytes,
+        *,
+        prefix: str = "redlease",
+        token: str | bytes | None = None,
+    ) -> OnceReleased:
+        """Break-glass: free ``name`` now, whatever keeps it (only the run with ``token``, as
+        ``last().token`` shows it, when given), and move the fence on.
+
+        A run in progress is evicted: its holder's watchdog reports ``on_lost`` at its next
+        renewal (within ``ttl / 3``), its ``finish()`` / ``fail()`` raise
+        :class:`~redlease.RunLost`, and the next run's fence is larger. A success within its
+        period is cleared, so that the job may run again now (after a fix, say). The run is
+        left ``"released"`` in :meth:`last`. Nothing is changed when nothing keeps the name
+        (``removed`` empty). For an operator (``redlease release NAME --force``); logged as a
+        WARNING (``redlease_event`` ``force_released``). Raises
+        :class:`~redlease.OnceUnavailable` if Redis fails.
+        """
+        return await cls(client, name, every=1, prefix=prefix)._force_release(token)
+
+    async def _force_release(self, token: str | bytes | None) -> OnceReleased:
+        wanted = breakglass.token(token)
+        raw = await self._run(core.FORCE_RELEASE, self._keys.in_order(), [wanted], "force-release")
+        result = core.decode_force_release(raw, self.name, self._keys)
+        if result.removed:
+            tokens = [h.token for h in result.removed]
+            _observe.force_released("once", self._label, tokens, result.fence)
+        return result
 
     # -- runs -------------------------------------------------------------------------------
     async def try_start(self) -> AsyncOnceRun | None:
@@ -105,7 +145,8 @@ class AsyncOnce(AsyncPrimitive):
         data redlease did not write.
         """
         runtime = self._runtime()
-        token = new_token()
+        owner = AsyncBackground.owner()
+        token = new_token(name_of(owner))  # says who runs it: inspect's "held by"
         args = [token, self._ttl_ms, self._every_ms, socket.gethostname(), pid()]
         sent = time.monotonic()
         raw = await self._run_or_undo(
@@ -122,7 +163,7 @@ class AsyncOnce(AsyncPrimitive):
             key=self._key,
             token=token,
             fence=start.value,
-            owner=AsyncBackground.owner(),
+            owner=owner,
             ttl_ms=self._ttl_ms,
             expires_at=sent + self.ttl,
             on_lost=self._on_lost,

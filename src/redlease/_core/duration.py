@@ -1,15 +1,18 @@
 """Durations as people write them for schedules: ``90s``, ``15m``, ``24h``, ``7d``, ``1h30m``.
 
-A plain number is seconds (``3600``, ``0.5``). Used by ``redlease run --every`` and accepted
-wherever a period is given as text; the library's own arguments take seconds.
+A plain number is seconds (``3600``, ``0.5``). Used by ``redlease run --every``, and by
+:func:`seconds` for the arguments that also take a number or a ``timedelta`` (``Once``'s
+``every`` and ``ttl``), so that the library and the command line read one notation.
 """
 
 from __future__ import annotations
 
+import datetime
 import math
 import re
+from typing import Any
 
-__all__ = ["UNITS", "parse_duration"]
+__all__ = ["UNITS", "parse_duration", "seconds"]
 
 UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 """Seconds per unit: milliseconds, seconds, minutes, hours, days, weeks."""
@@ -48,3 +51,25 @@ def _with_units(spaced: str, text: str, arg: str) -> float:
             f"{arg} must be seconds or a duration like 90s, 15m, 24h, 7d or 1h30m, got {text!r}"
         )
     return seconds
+
+
+def seconds(value: Any, arg: str) -> float:
+    """A duration argument in seconds: a number, a ``timedelta``, or text as
+    :func:`parse_duration` reads it (``"24h"``, ``"1h30m"``, ``"90"``).
+
+    Raises ``TypeError`` naming ``arg`` for anything else (``True`` included). Only text is
+    checked here (> 0, as :func:`parse_duration` does): the range is the caller's.
+    """
+    if isinstance(value, str):
+        return parse_duration(value, arg)
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(
+            f"{arg} must be seconds, a timedelta or a duration like '24h', "
+            f"got {type(value).__name__}"
+        )
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond any float: longer than any range allows
+        return math.inf

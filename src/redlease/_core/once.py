@@ -3,14 +3,15 @@
 Two keys per name, which never expire: a hash that keeps the last run, and the fencing
 counter, raised by every run (``next_fence`` in ``common_lib.lua``, as every other fence)::
 
-    <prefix>:{<name>}:once:run   HASH  state    running | done | failed
+    <prefix>:{<name>}:once:run   HASH  state    running | done | failed | released
                                        token    the run's random token (its owner)
                                        fence    the last run's fencing token
                                        start    when it started (server ms)
                                        end      when it ended (server ms; absent while running)
                                        until    when the name is free again (server ms):
                                                 running: its lease end (renewed);
-                                                done: start + every; failed: its end
+                                                done: start + every; failed, released:
+                                                its end (released: by force_release)
                                        every    the period of that run (ms)
                                        host, pid  who ran it
     <prefix>:{<name>}:once:fence STRING  the fencing counter (never reset)
@@ -19,6 +20,8 @@ A run starts when ``until`` is past (``once_start.lua``): none is in progress (a
 died stops renewing, so ``until`` passes within its lease) and none succeeded within its
 period. ``once_finish.lua`` marks it done (the name stays taken until start + every),
 ``once_fail.lua`` failed (free at once), ``once_renew.lua`` is the watchdog's batch.
+``once_force_release.lua`` is an operator's break-glass: it marks the run that keeps the name
+(in progress, or a success within its period) released, free at once, and moves the fence on.
 The kind (``once``) comes first after ``}:``, so a Once never reads another primitive's keys.
 """
 
@@ -30,7 +33,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ..errors import ForeignData
-from . import keys
+from . import duration, holder, keys, validate
+from .breakglass import ForceReleased
 from .scripts import load
 
 __all__ = [
@@ -38,6 +42,7 @@ __all__ = [
     "DONE_RECENTLY",
     "FAIL",
     "FINISH",
+    "FORCE_RELEASE",
     "FOREIGN",
     "INSPECT",
     "MAX_EVERY",
@@ -46,11 +51,14 @@ __all__ = [
     "STARTED",
     "OnceInfo",
     "OnceKeys",
+    "OnceReleased",
     "Start",
     "decode_finish",
+    "decode_force_release",
     "decode_inspect",
     "decode_start",
     "every_ms",
+    "lease_ms",
 ]
 
 _LIB = ("common_lib", "once_lib")
@@ -59,6 +67,7 @@ FINISH = load("once_finish", prelude=_LIB)
 FAIL = load("once_fail", prelude=_LIB)
 RENEW = load("once_renew", prelude=_LIB)
 INSPECT = load("once_inspect", prelude=_LIB)
+FORCE_RELEASE = load("once_force_release", prelude=_LIB)
 
 STARTED, BUSY, DONE_RECENTLY = 1, 0, 2
 """once_start.lua's statuses: started / a run is in progress / a run succeeded within its period."""
@@ -86,16 +95,24 @@ class OnceKeys:
 
 
 def every_ms(value: Any, arg: str = "every") -> int:
-    """A period: seconds (``0 < every <= MAX_EVERY``) or a ``timedelta``, in whole ms."""
-    if isinstance(value, datetime.timedelta):
-        value = value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(
-            f"{arg} must be a number of seconds or a timedelta, got {type(value).__name__}"
-        )
-    if math.isnan(value) or not 0 < value <= MAX_EVERY:
+    """A period (``0 < every <= MAX_EVERY``) in whole ms: seconds, a ``timedelta``, or a
+    duration as the command line writes it (``"24h"``, ``"1h30m"``: ``_core/duration.py``)."""
+    seconds = duration.seconds(value, arg)
+    if math.isnan(seconds) or not 0 < seconds <= MAX_EVERY:
         raise ValueError(f"{arg} must be > 0 and at most 400 days, got {value!r}")
-    return max(1, round(value * 1000))
+    return max(1, round(seconds * 1000))
+
+
+def lease_ms(value: Any, arg: str = "ttl") -> int:
+    """A run's lease in whole ms, as ``validate.lease_ms`` checks it, given as :func:`every_ms`
+    takes a period (seconds, a ``timedelta`` or ``"30s"``)."""
+    if not isinstance(value, (str, datetime.timedelta)):
+        return validate.lease_ms(value, arg)
+    seconds = duration.seconds(value, arg)
+    try:
+        return validate.lease_ms(seconds, arg)
+    except ValueError as exc:  # its message shows the seconds: say what was written too
+        raise ValueError(f"{exc} (from {value!r})") from None
 
 
 @dataclass(frozen=True)
@@ -109,7 +126,7 @@ class Start:
 
 
 def _foreign(raw: Any, name: str | bytes, where: OnceKeys) -> None:
-    if isinstance(raw, list) and len(raw) == 2 and int(raw[0]) == FOREIGN:
+    if isinstance(raw, list) and len(raw) == 2 and raw[0] == FOREIGN:
         key = where.in_order()[int(raw[1]) - 1]
         raise ForeignData(
             f"key {key.decode(errors='replace')} of once {name!r} holds data redlease did "
@@ -144,12 +161,14 @@ def decode_finish(raw: Any) -> tuple[bool, int]:
 class OnceInfo:
     """The last run of a Once, read atomically (``Once.last()``).
 
-    ``state``: ``"running"``, ``"done"``, ``"failed"``, or ``"lost"`` (its holder stopped
-    renewing before it finished: it died, or lost Redis for longer than its lease).
+    ``state``: ``"running"``, ``"done"``, ``"failed"``, ``"lost"`` (its holder stopped
+    renewing before it finished: it died, or lost Redis for longer than its lease), or
+    ``"released"`` (an operator freed it: ``Once.force_release``, ``redlease release --force``).
     ``started`` / ``ended``: server time (seconds since the epoch; ``ended`` is ``None`` while
     running or lost). ``fence``: its fencing token. ``host`` / ``pid``: who ran it.
     ``free_in``: seconds until a new run may start (0.0: it may now). ``every``: the period
-    that run was started with (seconds).
+    that run was started with (seconds). ``token``: the run's, as ``Once.force_release``
+    takes it to name this run.
     """
 
     name: str | bytes
@@ -161,9 +180,10 @@ class OnceInfo:
     pid: int
     free_in: float
     every: float
+    token: str
 
 
-_FIELDS = ("state", "fence", "start", "end", "until", "every", "host", "pid")
+_FIELDS = ("state", "fence", "start", "end", "until", "every", "host", "pid", "token")
 """The hash fields once_inspect.lua returns after the server's time, in order."""
 
 
@@ -172,7 +192,8 @@ def _text(value: Any) -> str:
 
 
 def decode_inspect(raw: Any, name: str | bytes, where: OnceKeys) -> OnceInfo | None:
-    """Decode ``{now, state, fence, start, end, until, every, host, pid}`` (``None``: never run)."""
+    """Decode ``{now, state, fence, start, end, until, every, host, pid, token}`` (``None``:
+    never run)."""
     _foreign(raw, name, where)
     try:
         now, values = int(raw[0]), dict(zip(_FIELDS, raw[1:], strict=True))
@@ -180,7 +201,7 @@ def decode_inspect(raw: Any, name: str | bytes, where: OnceKeys) -> OnceInfo | N
             return None
         state = _text(values["state"])
         until = int(values["until"])
-        if state not in ("running", "done", "failed"):
+        if state not in ("running", "done", "failed", "released"):
             raise ValueError(state)
         if state == "running" and until <= now:
             state = "lost"
@@ -195,6 +216,30 @@ def decode_inspect(raw: Any, name: str | bytes, where: OnceKeys) -> OnceInfo | N
             pid=int(values["pid"]),
             free_in=max(until - now, 0) / 1000,
             every=int(values["every"]) / 1000,
+            token=_text(values["token"]),
         )
     except (TypeError, ValueError, IndexError, KeyError) as exc:
         raise ValueError(f"unexpected reply from once_inspect.lua: {raw!r}") from exc
+
+
+@dataclass(frozen=True)
+class OnceReleased(ForceReleased):
+    """What ``Once.force_release`` did: a :class:`~redlease.ForceReleased` (``removed``: the
+    run released, empty when nothing kept the name; ``fence``: the counter now) and ``state``,
+    what that run was: ``"running"`` (its holder was evicted: ``on_lost`` at its next
+    renewal) or ``"done"`` (a success within its period, cleared); ``None`` when nothing was
+    changed."""
+
+    state: str | None
+
+
+def decode_force_release(raw: Any, name: str | bytes, where: OnceKeys) -> OnceReleased:
+    """Decode once_force_release.lua's ``{token, state, fence, counter}`` (``{-3, i}``:
+    ForeignData); the removed run's ``since`` is its start, read from its fence."""
+    _foreign(raw, name, where)
+    try:
+        token, state, fence, counter = raw
+        removed = (holder.decode(token, int(fence)),) if token else ()
+        return OnceReleased(name, removed, int(counter), _text(state) if token else None)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"unexpected reply from once_force_release.lua: {raw!r}") from exc

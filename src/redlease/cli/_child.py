@@ -64,8 +64,9 @@ class Child:
     finished (signals are ignored: only the release is left to do).
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, what: str = "lock") -> None:
         self.name = name
+        self.what = what  # how warnings call what is held: "lock", "the run of"
         self.proc: subprocess.Popen[bytes] | None = None
         self.deferring = False
         self.finished = False
@@ -95,8 +96,8 @@ class Child:
                 return
             self.lost = True
         warn(
-            f"lock {self.name!r} was lost while the command ran (its lease could not be "
-            "renewed in time, or it was taken): terminating the command"
+            f"{self.what} {self.name!r} was lost while the command ran (its lease could not be "
+            "renewed in time, or it was taken or force-released): terminating the command"
         )
         proc = self.proc
         if proc is not None:

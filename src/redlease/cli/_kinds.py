@@ -35,8 +35,9 @@ _BUILDERS: dict[str, Callable[[str, bytes], Any]] = {
 }
 KINDS = tuple(_BUILDERS)
 """Every kind ``inspect --all`` prints and ``--kind`` accepts."""
-HOLDERS = ("lock", "semaphore", "rwlock", "election")
-"""The kinds with holders to evict (``redlease release --force``)."""
+HOLDERS = ("lock", "semaphore", "rwlock", "election", "once")
+"""The kinds with holders to evict (``redlease release --force``): a Once's is its run in
+progress, or the success that keeps its name."""
 
 
 def keys_of(kind: str, prefix: str, name: bytes) -> list[bytes]:

@@ -14,11 +14,8 @@ holds data redlease did not write).
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import datetime
 import json
 import sys
-import time
 from typing import Any
 
 import redis
@@ -26,10 +23,11 @@ import redis
 import redlease
 
 from .._core.lock import LockKeys
-from . import ratelimit
+from . import once, ratelimit
 from ._common import DEFAULT_URL, EX_USAGE, CliError, global_options, handler_defaults, lock_name
 from ._connection import check_connection, close_client, make_client, unavailable
 from ._kinds import KINDS, kind_of_suffix, present
+from ._report import family_report, format_family, holder_text, plain, since_text
 from ._urls import all_urls
 
 __all__ = [
@@ -80,8 +78,11 @@ writer, waiters, fence, leases, held_by; ElectionInfo: leader {"value", "term"} 
 remaining, candidates, last_term, held_by; LatchInfo: count, rounds, waiters; Stock:
 available, reserved, sold, total; FencedRecord: fence, version, fields).
 
-A Once (found from its keys, or --kind once) shows its last run: state, started, ended
-(UTC, ISO 8601), fence, host, pid, free_in, every; state null if it never ran.
+A Once (found from its keys, or --kind once) shows its last run: state (running, done,
+failed, lost, released), started, ended (UTC, ISO 8601), fence, host, pid, free_in, every,
+token and held_by; state null if it never ran. NAME is held by a run in progress (held_by
+names its holder: `redlease release NAME --force` evicts it), kept by a success for free_in
+seconds (release --force clears it), or free (free_in 0: release --force changes nothing).
 
 --kind ratelimit --subject KEY --rate RATE [--algorithm A] shows what a hit of cost 1 by
 KEY would get now from rate limiter NAME under each of its limits, taking nothing; --json:
@@ -146,26 +147,9 @@ def report(info: redlease.LockInfo, key: str) -> dict[str, Any]:
         "remaining": info.remaining,
         "fence": info.fence,
         "waiters": info.waiters,
-        "held_by": _plain(info.held_by),
+        "held_by": plain(info.held_by),
         "servers": info.servers,
     }
-
-
-def holder_text(holder: dict[str, Any] | None) -> str:
-    """``host:pid thread`` of a ``held_by`` object (``-`` for none; the token without an
-    identity)."""
-    if holder is None:
-        return "-"
-    if holder["host"] is None:
-        return str(holder["token"])
-    return f"{holder['host']}:{holder['pid']} {holder['thread']}"
-
-
-def since_text(holder: dict[str, Any] | None) -> str:
-    """When a ``held_by`` object's holder took it, in UTC (``-`` when unknown)."""
-    if holder is None or holder["since"] is None:
-        return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(holder["since"]))
 
 
 def format_text(state: dict[str, Any]) -> str:
@@ -192,57 +176,6 @@ def format_text(state: dict[str, Any]) -> str:
     if state.get("of", 1) > 1:  # a Redlock
         rows.append(("servers", f"{state['servers']} of {state['of']} report that holder"))
     return "\n".join(f"{label:<10} {value}" for label, value in rows)
-
-
-def _plain(value: Any) -> Any:
-    """``value`` as JSON can hold it: bytes decoded, tuples as lists, a Leader or a HolderInfo
-    as an object."""
-    if isinstance(value, bytes):
-        return value.decode(errors="replace")
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dict):
-        return {_plain(key): _plain(item) for key, item in value.items()}
-    if isinstance(value, tuple) and hasattr(value, "_asdict"):
-        return {key: _plain(item) for key, item in value._asdict().items()}
-    if isinstance(value, tuple):
-        return [_plain(item) for item in value]
-    return value
-
-
-def family_report(info: Any, kind: str) -> dict[str, Any]:
-    """The ``--json`` object of a family primitive's Info dataclass ``info`` (``kind`` named).
-
-    ``mine`` is left out: the command line holds nothing.
-    """
-    fields = {f.name: _plain(getattr(info, f.name)) for f in dataclasses.fields(info)}
-    fields.pop("mine", None)
-    name = fields.pop("name", "")
-    return {"name": name, "kind": kind, **fields}
-
-
-def format_family(state: dict[str, Any]) -> str:
-    """The human-readable report of :func:`family_report`'s ``state``: ``label  value`` lines."""
-    rows: list[tuple[str, str]] = []
-    for label, value in state.items():
-        if label == "held_by" and isinstance(value, list):
-            text = "; ".join(holder_text(item) for item in value) if value else "-"
-        elif label == "held_by":
-            text = holder_text(value)
-        elif isinstance(value, float):
-            text = f"{value:.3f} s"
-        elif isinstance(value, list):
-            text = ", ".join(f"{item:.3f} s" for item in value) if value else "-"
-        elif label == "fields" and isinstance(value, dict):
-            text = ", ".join(f"{k}={v}" for k, v in value.items()) if value else "-"
-        elif isinstance(value, dict):
-            text = f"{value['value']} (term {value['term']})"
-        elif value is None:
-            text = "-"
-        else:
-            text = str(value)
-        rows.append((label, text))
-    return "\n".join(f"{label:<10} {text}" for label, text in rows)
 
 
 def _family(args: argparse.Namespace) -> int:
@@ -274,31 +207,6 @@ def _family(args: argparse.Namespace) -> int:
         raise unavailable(args.url, exc) from exc
     state = family_report(info, args.kind)
     state["name"] = state["name"] or name  # (a Stock or a FencedRecord has no name)
-    if args.json:
-        json.dump(state, sys.stdout)
-        sys.stdout.write("\n")
-    else:
-        print(format_family(state))
-    return 0
-
-
-def _once(args: argparse.Namespace) -> int:
-    """``inspect --kind once``: the last run of a :class:`redlease.Once` (times in UTC)."""
-    once = redlease.Once(args.client, args.name, every=1, prefix=args.prefix)
-    try:
-        info = once.last()
-    except redlease.ForeignData as exc:
-        raise CliError(f"once {args.name!r}: {exc}", EX_FOREIGN) from exc
-    except redlease.Unavailable as exc:
-        raise unavailable(args.url, exc) from exc
-    if info is None:
-        state: dict[str, Any] = {"name": args.name, "kind": "once", "state": None}
-    else:
-        state = family_report(info, "once")
-        for field in ("started", "ended"):
-            if state[field] is not None:
-                moment = datetime.datetime.fromtimestamp(state[field], datetime.timezone.utc)
-                state[field] = moment.isoformat(timespec="milliseconds")
     if args.json:
         json.dump(state, sys.stdout)
         sys.stdout.write("\n")
@@ -403,7 +311,7 @@ def command(args: argparse.Namespace) -> int:
         return ratelimit.command(args)
     args.kind = kind_of(args, name)
     if args.kind == "once":
-        return _once(args)
+        return once.inspect(args)
     if args.kind != "lock":
         return _family(args)
     lock = redlease.Lock(args.client, name, prefix=args.prefix)

@@ -12,10 +12,12 @@ import redis
 
 import redlease
 
+from . import once
 from ._common import DEFAULT_URL, EX_USAGE, CliError, global_options, handler_defaults, lock_name
 from ._connection import check_connection, unavailable
 from ._kinds import HOLDERS
-from .inspect import holder_text, kind_of
+from ._report import holder_text
+from .inspect import kind_of
 
 __all__ = ["EX_NOTHING", "add_parser", "command"]
 
@@ -34,12 +36,18 @@ runs. Logged as a WARNING (redlease_event "force_released") by this command's pr
 
 Refused without --force. The kind of NAME is found from its keys, as inspect does, or given
 with --kind: a lock, a semaphore (every permit, or the one of --token), a read/write lock (its
-holds) or an election (the leader's term). --token evicts only that holder (the token
-`redlease inspect NAME` shows): nothing is removed if someone else holds it by then.
+holds), an election (the leader's term) or a once (a `redlease run --every` job). --token
+evicts only that holder (the token `redlease inspect NAME` shows): nothing is removed if
+someone else holds it by then.
+
+A once: its run in progress is evicted (its `redlease run` terminates the command and exits
+70, as when its lease is lost), or the success that keeps NAME until its period ends is
+cleared, so that the job runs again at its next start (after a fix, say).
 
 Prints what it removed (--json: {"name", "kind", "removed": [{"host", "pid", "thread",
-"since", "token"}, ...], "fence"}). Exit code 0 removed, 1 nothing was held (nothing
-changed), 2 bad arguments or no --force, 69 Redis cannot be reached.
+"since", "token"}, ...], "fence"}; a once adds "state": "running" (evicted), "done" (cleared)
+or null). Exit code 0 removed, 1 nothing was held (nothing changed; a once: inspect shows it
+free), 2 bad arguments or no --force, 69 Redis cannot be reached.
 """
 
 
@@ -82,6 +90,8 @@ def command(args: argparse.Namespace) -> int:
     kind = kind_of(args, name)
     if kind not in HOLDERS:
         raise CliError(f"{name!r} is a {kind}: it has no holder to release", EX_USAGE)
+    if kind == "once":
+        return 0 if once.release(args) else EX_NOTHING
     cls: Any = {
         "lock": redlease.Lock,
         "semaphore": redlease.Semaphore,

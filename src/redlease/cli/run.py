@@ -13,7 +13,6 @@ from typing import Any
 
 import redlease
 
-from .._core.duration import parse_duration
 from .._core.once import every_ms
 from ._child import GRACE, Child, Interrupted, run_command, signals_to, warn
 from ._common import (
@@ -157,11 +156,9 @@ def add_parser(subparsers: Any) -> None:
 def period_seconds(text: str) -> float:
     """argparse type of ``--every``: a duration (``24h``, ``90s``) or seconds, as ``Once``."""
     try:
-        seconds = parse_duration(text, "--every")
-        every_ms(seconds, "--every")
+        return every_ms(text, "--every") / 1000
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    return seconds
 
 
 def exit_code(text: str) -> int:
@@ -182,7 +179,7 @@ def command(args: argparse.Namespace) -> int:
     if args.every is not None and args.timeout not in (None, 0.0):
         raise CliError("--timeout has no meaning with --every: a run never waits", EX_USAGE)
     check_connection(client, url)
-    child = Child(name)
+    child = Child(name, "lock" if args.every is None else "the run of")
     if args.every is not None:
         return _run_once(args, child)
     try:

@@ -2,9 +2,10 @@
 -- every deadline of a Once, and next_fence its fencing counter). See _core/once.py for the keys.
 -- Provides: ours, running. Loaded by: _core/once.py (every once_* script).
 --
--- The run hash: state (running | done | failed), token, fence (the last run's), start, end,
--- until (when the name is free again, server ms), every (ms), host, pid. It never expires;
--- neither does the fence counter beside it (a STRING, raised by next_fence).
+-- The run hash: state (running | done | failed | released: by an operator), token, fence (the
+-- last run's), start, end, until (when the name is free again, server ms), every (ms), host,
+-- pid. It never expires; neither does the fence counter beside it (a STRING, raised by
+-- next_fence).
 
 -- Whether `key` is absent or of type `kind`, a hash by default (anything else was not written
 -- by redlease).
