@@ -68,6 +68,18 @@ def redelivered_during_the_run(seen: list[str]) -> bool:
     return "deliver" in seen[first:end]
 
 
+def _celery_version() -> tuple[int, ...]:
+    import celery
+
+    return tuple(int(part) for part in celery.__version__.split(".")[:2])
+
+
+# At the floor (celery 5.3.0, kombu 5.6.2, redis-py 5.0.1) the broker was seen not to deliver
+# the message again within the run, so the premise of the test is absent there.
+@pytest.mark.skipif(
+    _celery_version() < (5, 5),
+    reason="this celery's Redis transport did not redeliver on visibility_timeout in a run",
+)
 @pytest.mark.parametrize("exclusive", [True, False], ids=["adopt-once", "twin-non-exclusive"])
 def test_a_redelivered_copy_never_runs_beside_the_first(url: str, exclusive: bool) -> None:
     os.environ["REDLEASE_REDELIVERY_URL"] = url
