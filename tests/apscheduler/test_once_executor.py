@@ -29,7 +29,7 @@ from redlease.server import RedisServer
 
 pytestmark = pytest.mark.timeout(90)
 ROOT = Path(__file__).resolve().parents[2]
-COUNT = 6  # instants, one a second
+COUNT = 4  # instants, one a second
 
 
 @pytest.fixture(scope="module")
