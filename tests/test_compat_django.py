@@ -69,6 +69,36 @@ def test_django_lock_from_settings_is_named_as_cache_lock_names_it(cache: object
         assert Tasks.run(take_and_release) is True  # another version: another lock
 
 
+def test_django_lock_in_redis_pys_keys_excludes_cache_lock_holders(cache: object) -> None:
+    """A rolling migration: ``cache.lock()`` (redis-py's Lock) and ``django_lock(...,
+    keys="redis-py")`` exclude each other, and ``cache.has_key`` sees the lock."""
+    theirs = cache.lock("migrating", timeout=5)  # type: ignore[attr-defined]
+    ours = redlease.compat.django_lock("migrating", blocking_timeout=0, keys="redis-py")
+    assert theirs.acquire(blocking=False)
+    assert Tasks.run(ours.acquire) is False
+    theirs.release()
+    assert ours.acquire()
+    assert cache.has_key("migrating")  # type: ignore[attr-defined]
+    assert not cache.lock("migrating").acquire(blocking=False)  # type: ignore[attr-defined]
+    ours.release()
+    assert not cache.has_key("migrating")  # type: ignore[attr-defined]
+
+
+def test_twin_django_locks_default_keys_do_not_exclude_cache_lock_holders(cache: object) -> None:
+    """The check above would catch it: with redlease's own keys, both are let in."""
+    theirs = cache.lock("migrating", timeout=5)  # type: ignore[attr-defined]
+    ours = redlease.compat.django_lock("migrating", blocking_timeout=0)
+    assert theirs.acquire(blocking=False)
+
+    def take_and_release() -> bool:
+        taken = ours.acquire()
+        ours.release()
+        return taken
+
+    assert Tasks.run(take_and_release) is True
+    theirs.release()
+
+
 def test_django_lock_raises_redis_pys_errors(cache: object) -> None:
     holder = redlease.compat.django_lock("busy")
     assert holder.acquire()

@@ -111,6 +111,7 @@ def django_lock(
     thread_local: bool = True,
     raise_on_release_error: bool = True,
     lease: float = 10.0,
+    keys: str = "redlease",
 ) -> Lock:
     """django-redis's ``cache.lock(key, ...)`` as a redlease lock (the ``django`` extra).
 
@@ -120,8 +121,10 @@ def django_lock(
     as ``cache.lock()`` names it (``cache.make_key(key, version)``, so ``KEY_PREFIX`` and
     ``VERSION`` apply). On a sharded cache (django-redis's ``ShardClient``) the lock lives
     on the server the cache's hash ring gives that name (a ``{tag}`` in the key picks it), as
-    ``cache.lock()`` places it. Same arguments as ``cache.lock()``, plus ``lease`` (see
-    :class:`Lock`). Nothing is sent to Redis until it is acquired.
+    ``cache.lock()`` places it. Same arguments as ``cache.lock()``, plus ``lease`` and
+    ``keys`` (see :class:`Lock`; ``keys="redis-py"`` excludes ``cache.lock()`` holders during
+    a rolling migration, and ``cache.has_key(key)`` sees the lock). Nothing is sent to Redis
+    until it is acquired.
     """
     # Django is an optional extra: imported only when this function is called.
     from django.core.cache import caches  # type: ignore[import-untyped,unused-ignore]
@@ -143,6 +146,7 @@ def django_lock(
         thread_local,
         raise_on_release_error,
         lease=lease,
+        keys=keys,
     )
 
 
