@@ -14,8 +14,8 @@ pytestmark = pytest.mark.timeout(60)
 RESERVING = ["gcra", "token_bucket"]
 
 
-def key(algorithm: str) -> bytes:
-    return f"redlease:ratelimit:api:{algorithm}:{{s}}".encode()
+def key(algorithm: str, window: float = 2.0) -> bytes:
+    return f"redlease:ratelimit:api:{algorithm}:{round(window * 1000)}:{{s}}".encode()
 
 
 @pytest.mark.parametrize("algorithm", RESERVING)

@@ -22,8 +22,8 @@ ALGORITHMS = ["fixed", "sliding", "gcra", "token_bucket"]
 RESERVING = ["gcra", "token_bucket"]
 
 
-def key(subject: str, algorithm: str, name: str = "api") -> bytes:
-    return f"redlease:ratelimit:{name}:{algorithm}:{{{subject}}}".encode()
+def key(subject: str, algorithm: str, name: str = "api", window: float = 60.0) -> bytes:
+    return f"redlease:ratelimit:{name}:{algorithm}:{round(window * 1000)}:{{{subject}}}".encode()
 
 
 def out_of_order(finished: list[int]) -> list[tuple[int, int]]:
@@ -83,13 +83,14 @@ async def test_a_wait_past_the_timeout_raises_at_once_and_reserves_nothing(
 ) -> None:
     limiter = redlease.RateLimiter(async_client, "api", limit=1, window=30.0, algorithm=algorithm)
     await limiter.acquire("s")
-    stored = await async_client.dump(key("s", algorithm))
+    stored = await async_client.dump(key("s", algorithm, window=30.0))
+    assert stored is not None
     began = time.monotonic()
     with pytest.raises(redlease.RateLimitExceeded) as info:
         await limiter.acquire("s", timeout=5.0)
     assert time.monotonic() - began < 4.0  # known at once: it does not sleep the timeout
     assert info.value.retry_after > 5.0
-    assert await async_client.dump(key("s", algorithm)) == stored
+    assert await async_client.dump(key("s", algorithm, window=30.0)) == stored
 
 
 @pytest.mark.parametrize("algorithm", RESERVING)
@@ -102,7 +103,7 @@ async def test_waiters_are_served_in_reservation_order(
     finished: list[int] = []
     started = []
     for i in range(6):
-        before = await async_client.dump(key("s", algorithm))
+        before = await async_client.dump(key("s", algorithm, window=1.0))
 
         async def wait(i: int = i) -> None:
             await limiter.acquire("s")
@@ -111,7 +112,7 @@ async def test_waiters_are_served_in_reservation_order(
         started.append(AsyncTasks.spawn(wait))
 
         async def reserved(before: Any = before) -> bool:
-            return await async_client.dump(key("s", algorithm)) != before
+            return await async_client.dump(key("s", algorithm, window=1.0)) != before
 
         assert await wait_until(reserved)  # each waiter reserves after the one before
     for each in started:

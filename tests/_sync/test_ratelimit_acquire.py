@@ -23,8 +23,8 @@ ALGORITHMS = ["fixed", "sliding", "gcra", "token_bucket"]
 RESERVING = ["gcra", "token_bucket"]
 
 
-def key(subject: str, algorithm: str, name: str = "api") -> bytes:
-    return f"redlease:ratelimit:{name}:{algorithm}:{{{subject}}}".encode()
+def key(subject: str, algorithm: str, name: str = "api", window: float = 60.0) -> bytes:
+    return f"redlease:ratelimit:{name}:{algorithm}:{round(window * 1000)}:{{{subject}}}".encode()
 
 
 def out_of_order(finished: list[int]) -> list[tuple[int, int]]:
@@ -84,13 +84,14 @@ def test_a_wait_past_the_timeout_raises_at_once_and_reserves_nothing(
 ) -> None:
     limiter = redlease.RateLimiter(client, "api", limit=1, window=30.0, algorithm=algorithm)
     limiter.acquire("s")
-    stored = client.dump(key("s", algorithm))
+    stored = client.dump(key("s", algorithm, window=30.0))
+    assert stored is not None
     began = time.monotonic()
     with pytest.raises(redlease.RateLimitExceeded) as info:
         limiter.acquire("s", timeout=5.0)
     assert time.monotonic() - began < 4.0  # known at once: it does not sleep the timeout
     assert info.value.retry_after > 5.0
-    assert client.dump(key("s", algorithm)) == stored
+    assert client.dump(key("s", algorithm, window=30.0)) == stored
 
 
 @pytest.mark.parametrize("algorithm", RESERVING)
@@ -103,7 +104,7 @@ def test_waiters_are_served_in_reservation_order(
     finished: list[int] = []
     started = []
     for i in range(6):
-        before = client.dump(key("s", algorithm))
+        before = client.dump(key("s", algorithm, window=1.0))
 
         def wait(i: int = i) -> None:
             limiter.acquire("s")
@@ -112,7 +113,7 @@ def test_waiters_are_served_in_reservation_order(
         started.append(Tasks.spawn(wait))
 
         def reserved(before: Any = before) -> bool:
-            return client.dump(key("s", algorithm)) != before
+            return client.dump(key("s", algorithm, window=1.0)) != before
 
         assert wait_until(reserved)  # each waiter reserves after the one before
     for each in started:

@@ -136,7 +136,7 @@ def test_sliding_window_spreads_the_next_window(client: redis.Redis) -> None:
     # The next window weighs this one's 4 hits: one more passes only when 1/4 of it is over.
     assert 0.25 <= refused.retry_after <= 1.25
     assert refused.retry_after < refused.reset_after <= 2.0
-    stored = client.hgetall(b"redlease:ratelimit:api:sliding:{s}")
+    stored = client.hgetall(b"redlease:ratelimit:api:sliding:1000:{s}")
     assert (stored[b"c"], stored[b"p"]) == (b"4", b"0")
 
 

@@ -124,7 +124,7 @@ def test_keys_and_arguments_per_limit() -> None:
         b"p:ratelimit:api:sliding:1000:{u}",
         b"p:ratelimit:api:sliding:86400000:{u}",
     ]
-    assert core.keys("p", b"api", "gcra", b"u", two[:1]) == [b"p:ratelimit:api:gcra:{u}"]
+    assert core.keys("p", b"api", "gcra", b"u", two[:1]) == [b"p:ratelimit:api:gcra:1000:{u}"]
     sizes = core.bursts(None, two, "fixed")
     assert core.limit_args(two, sizes) == [10, 1000, 10, 1000, 86400000, 1000]
     assert core.bursts(5, two, "token_bucket") == (5, 5)

@@ -28,13 +28,14 @@ For each algorithm, what passes in any span of ``d <= W`` seconds, and what it c
 
 Refused hits are never counted. Every key expires once it no longer matters.
 
-Keys, for prefix ``redlease``, limiter ``api`` and subject ``user:42``: a limiter with one
-limit keeps ``redlease:ratelimit:api:<algorithm>:{user:42}``; with several, limit ``i`` keeps
+Keys, for prefix ``redlease``, limiter ``api`` and subject ``user:42``: limit ``i`` keeps
 ``redlease:ratelimit:api:<algorithm>:<window ms>:{user:42}``. The hash tag is the *subject*,
 not the limiter's name: one subject's limits share a Cluster slot (one script call), and a
-limiter with a million subjects spreads over the cluster. The name may not contain braces, so
-the first ``{`` of a key always starts the subject. The algorithm is in the key, so switching
-algorithms never misreads the other's value.
+limiter with a million subjects spreads over the cluster. Braces (and ``%``) in the name are
+written ``%7B``, ``%7D`` (``%25``), so the first ``{`` of a key always starts the subject. The
+algorithm and the window are in the key: a limiter reconfigured (``"5/day"`` becomes
+``"5/second"``, or another algorithm) never reads a value the old one wrote for another
+meaning; it starts afresh.
 """
 
 from __future__ import annotations
@@ -63,7 +64,6 @@ __all__ = [
     "cost",
     "decode",
     "decode_reply",
-    "key",
     "keys",
     "limit",
     "limit_args",
@@ -157,24 +157,17 @@ def bursts(value: Any, rates: Sequence[Rate], algo: Algorithm) -> tuple[int, ...
     raise TypeError(f"burst must be an int or a sequence of ints, got {type(value).__name__}")
 
 
-def limiter_name(value: bytes, arg: str = "name") -> bytes:
-    """A limiter's (validated, encoded) name must not contain braces: see the key layout."""
-    if b"{" in value or b"}" in value:
-        raise ValueError(f"{arg} must not contain braces, got {value!r}")
-    return value
-
-
-def key(prefix: str, name: bytes, algo: Algorithm, subject: bytes) -> bytes:
-    """The key of ``subject`` (validated, encoded) in a limiter ``name`` with one limit."""
-    return b"%s:ratelimit:%s:%s:{%s}" % (prefix.encode(), name, algo.encode(), subject)
+def limiter_name(value: bytes) -> bytes:
+    """A limiter's (validated, encoded) name as its keys write it: ``%``, ``{`` and ``}``
+    escaped, so that the subject is always the hash tag (see the key layout)."""
+    return value.replace(b"%", b"%25").replace(b"{", b"%7B").replace(b"}", b"%7D")
 
 
 def keys(
     prefix: str, name: bytes, algo: Algorithm, subject: bytes, rates: Sequence[Rate]
 ) -> list[bytes]:
-    """The keys of ``subject`` in limiter ``name``, one per limit (see the key layout)."""
-    if len(rates) == 1:
-        return [key(prefix, name, algo, subject)]
+    """The keys of ``subject`` in limiter ``name`` (escaped), one per limit (see the key
+    layout)."""
     head = b"%s:ratelimit:%s:%s:" % (prefix.encode(), name, algo.encode())
     return [b"%s%d:{%s}" % (head, round(rate.window * 1000), subject) for rate in rates]
 
