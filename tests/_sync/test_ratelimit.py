@@ -126,7 +126,7 @@ def test_a_name_with_braces_is_accepted_and_keeps_the_subject_as_hash_tag(
 def test_a_limiter_reconfigured_to_a_shorter_window_starts_afresh(
     client: redis.Redis, algorithm: str
 ) -> None:
-    """"5/day" becomes "5/second": the new limiter must not refuse for a day."""
+    """ "5/day" becomes "5/second": the new limiter must not refuse for a day."""
     old = redlease.RateLimiter(client, "api", rate="5/day", algorithm=algorithm)
     for _ in range(5):
         assert (old.hit("s")).allowed

@@ -132,7 +132,7 @@ def test_release_needs_force_and_says_what_it_removed(
     assert main(["--url", server.url, "release", "stuck"]) == 2
     assert "--force" in capsys.readouterr().err
     assert lock.owned()  # refused: nothing was changed
-    assert main(["--url", server.url, "release", "stuck", "--force", "--token", "x.y"]) == 1
+    assert main(["--url", server.url, "release", "stuck", "--force", "--token", "x.00000000"]) == 1
     assert "nothing removed" in capsys.readouterr().out
     assert lock.owned()  # another token: nothing was changed
     state = cli_json(server, capsys, "release", "stuck", "--force")

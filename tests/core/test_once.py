@@ -110,8 +110,11 @@ def test_finish_replies() -> None:
         decode_finish([1])
 
 
+TOKEN = b"p.0123456789abcdef0123456789abcdef.host-a:42:x"
+
+
 def _raw(now: int, state: bytes | None, until: int, end: int | None = None) -> list[object]:
-    return [now, state, b"3", b"1000", end, until, b"60000", b"host-a", b"42", b"p.r.host-a:42:x"]
+    return [now, state, b"3", b"1000", end, until, b"60000", b"host-a", b"42", TOKEN]
 
 
 def test_inspect_replies() -> None:
@@ -120,7 +123,7 @@ def test_inspect_replies() -> None:
     assert running is not None
     assert (running.state, running.started, running.ended) == ("running", 1.0, None)
     assert (running.fence, running.host, running.pid, running.every) == (3, "host-a", 42, 60.0)
-    assert running.free_in == 9.0 and running.token == "p.r.host-a:42:x"
+    assert running.free_in == 9.0 and running.token == "p.01234567"  # its start
     # A running run whose lease ran out: its holder died (or lost Redis) before finishing.
     lost = decode_inspect(_raw(12000, b"running", 11000), "j", KEYS)
     assert lost is not None and (lost.state, lost.free_in) == ("lost", 0.0)

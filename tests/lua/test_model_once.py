@@ -210,7 +210,7 @@ class TokenBlindForce(OnceMachine):
 
     force_script = variant(
         FORCE_RELEASE,
-        "if not kept or (ARGV[1] ~= '' and run[2] ~= ARGV[1]) then",
+        "if not kept or (ARGV[1] ~= '' and string.sub(run[2], 1, #ARGV[1]) ~= ARGV[1]) then",
         "if not kept then",
     )
 

@@ -45,16 +45,20 @@ class ForceReleased:
 
 
 def token(value: Any) -> bytes:
-    """The ``token`` argument: ``None`` (whoever holds it) or a holder's token (str, bytes),
-    as ``inspect()`` shows it in ``HolderInfo.token``."""
+    """The ``token`` argument: ``None`` (whoever holds it) or the start of a holder's token
+    (str, bytes), as ``inspect()`` shows it in ``HolderInfo.token`` (or the whole token): it
+    names the holders whose token starts with it, so it must be at least as long as shown."""
     if value is None:
         return b""
     if isinstance(value, str):
         value = value.encode()
     if not isinstance(value, bytes):
         raise TypeError(f"token must be a str, bytes or None, got {type(value).__name__}")
-    if not value or any(c <= 32 for c in value):
-        raise ValueError(f"token must be a holder's token (no white space), got {value!r}")
+    if len(value) < holder.SHOWN_HEX or any(c <= 32 for c in value):
+        raise ValueError(
+            "token must be a holder's token as inspect() shows it (at least "
+            f"{holder.SHOWN_HEX} characters, no white space), got {value!r}"
+        )
     return value
 
 

@@ -8,6 +8,11 @@ anyway). Each part is cut to :data:`MAX_PART` characters and keeps only
 :data:`_ALLOWED` characters (others become ``_``): no white space (the scripts' messages are
 split on spaces) and no ``:`` (it separates the parts).
 
+What is shown of a token is never the token: ``inspect()``, ``redlease inspect``, ``top`` and
+the logs show :func:`shown`, the process id and the first :data:`SHOWN_HEX` hex digits of the
+random part (enough to tell holders apart and to name one to ``force_release``), never the
+rest: the token is a capability (``release``, ``extend``, ``adopt`` take it whole).
+
 *Since when* is the server's time at acquisition. It is not stored either: the fence issued to
 the holder is ``max(counter + 1, server time in us)`` (``lua/common_lib.lua``), so a fence of
 at least :data:`TIME_FENCE` *is* that time, to the microsecond, unless acquisitions outran
@@ -21,10 +26,23 @@ import socket
 from dataclasses import dataclass
 from functools import lru_cache
 
-__all__ = ["MAX_PART", "TIME_FENCE", "HolderInfo", "decode", "identity", "name_of", "since"]
+__all__ = [
+    "MAX_PART",
+    "SHOWN_HEX",
+    "TIME_FENCE",
+    "HolderInfo",
+    "decode",
+    "identity",
+    "name_of",
+    "shown",
+    "since",
+]
 
 MAX_PART = 48
 """The most characters of the host name, and of the thread or task name, a token keeps."""
+SHOWN_HEX = 8
+"""How many hex digits of a token's 128 random bits are shown (32 bits: the other 96 stay
+secret)."""
 TIME_FENCE = 10**15
 """Fences from here on are server times in microseconds (10**15 us is September 2001)."""
 
@@ -55,9 +73,11 @@ def name_of(owner: object) -> str:
 class HolderInfo:
     """Who holds a lease, as its token says: ``host`` (short host name), ``pid``, ``thread``
     (the thread's name, or the asyncio task's), ``since`` (the server's time when it was
-    acquired, seconds since the epoch; ``None`` when unknown) and ``token`` (what
-    ``force_release`` takes to name one holder). ``host``, ``pid`` and ``thread`` are ``None``
-    for a token without an identity (written by an older redlease, or by hand)."""
+    acquired, seconds since the epoch; ``None`` when unknown) and ``token``: the start of the
+    holder's token (:func:`shown`), what ``force_release(token=...)`` takes to name one holder;
+    never the whole token, which would let its reader act as the holder. ``host``, ``pid``
+    and ``thread`` are ``None`` for a token without an identity (an older redlease's, or one
+    written by hand)."""
 
     token: str
     host: str | None
@@ -71,6 +91,16 @@ def since(fence: int) -> float | None:
     return fence / 1_000_000 if fence >= TIME_FENCE else None
 
 
+def shown(token: bytes | str) -> str:
+    """What may be shown of ``token``: ``<process id>.<first SHOWN_HEX hex digits>`` (a token
+    of another form: its first SHOWN_HEX characters). A prefix of the token, never all of it."""
+    text = token.decode(errors="replace") if isinstance(token, bytes) else token
+    process, dot, rest = text.partition(".")
+    if dot and len(rest) > SHOWN_HEX:
+        return f"{process}.{rest[:SHOWN_HEX]}"
+    return text[: min(SHOWN_HEX, max(len(text) - 1, 0))]
+
+
 def decode(token: bytes | str, fence: int) -> HolderInfo:
     """The :class:`HolderInfo` of ``token``, issued ``fence`` (see :func:`since`)."""
     text = token.decode(errors="replace") if isinstance(token, bytes) else token
@@ -80,4 +110,4 @@ def decode(token: bytes | str, fence: int) -> HolderInfo:
         fields = parts[2].split(":", 2)
         if len(fields) == 3 and fields[1].isdigit():
             host, pid, thread = fields[0], int(fields[1]), fields[2]
-    return HolderInfo(text, host, pid, thread, since(fence))
+    return HolderInfo(shown(text), host, pid, thread, since(fence))

@@ -167,8 +167,9 @@ class OnceInfo:
     ``started`` / ``ended``: server time (seconds since the epoch; ``ended`` is ``None`` while
     running or lost). ``fence``: its fencing token. ``host`` / ``pid``: who ran it.
     ``free_in``: seconds until a new run may start (0.0: it may now). ``every``: the period
-    that run was started with (seconds). ``token``: the run's, as ``Once.force_release``
-    takes it to name this run.
+    that run was started with (seconds). ``token``: the start of the run's token (never all of
+    it), as ``Once.force_release`` takes it to name this run. ``held_by``: who runs it, as a
+    lock's ``inspect().held_by`` says (``None`` unless ``state`` is ``"running"``).
     """
 
     name: str | bytes
@@ -181,6 +182,7 @@ class OnceInfo:
     free_in: float
     every: float
     token: str
+    held_by: holder.HolderInfo | None = None
 
 
 _FIELDS = ("state", "fence", "start", "end", "until", "every", "host", "pid", "token")
@@ -216,7 +218,10 @@ def decode_inspect(raw: Any, name: str | bytes, where: OnceKeys) -> OnceInfo | N
             pid=int(values["pid"]),
             free_in=max(until - now, 0) / 1000,
             every=int(values["every"]) / 1000,
-            token=_text(values["token"]),
+            token=holder.shown(_text(values["token"])),
+            held_by=holder.decode(_text(values["token"]), int(values["fence"]))
+            if state == "running"
+            else None,
         )
     except (TypeError, ValueError, IndexError, KeyError) as exc:
         raise ValueError(f"unexpected reply from once_inspect.lua: {raw!r}") from exc

@@ -17,7 +17,6 @@ from typing import Any
 
 import redlease
 
-from .._core.holder import decode
 from ._common import EX_USAGE, CliError
 from ._connection import unavailable
 from ._report import family_report, format_family, holder_text, plain
@@ -46,8 +45,7 @@ def report(info: redlease.OnceInfo | None, name: str) -> dict[str, Any]:
     for field in ("started", "ended"):
         if state[field] is not None:
             state[field] = _utc(state[field])
-    running = info.state == "running"
-    state["held_by"] = plain(decode(info.token, info.fence)) if running else None
+    state["held_by"] = None if info.held_by is None else plain(info.held_by)
     return state
 
 

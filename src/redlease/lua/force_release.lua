@@ -7,7 +7,8 @@
 -- KEYS[4] handoff  STRING  reservation (mode R) or head since (mode B): dropped with the holder
 -- ARGV[1] window   ms the queue head has to claim the lock it is granted
 -- ARGV[2] channels prefix of the waiters' channels (a process id completes it)
--- ARGV[3] token    "": whoever holds it; else only a holding with this token
+-- ARGV[3] token    "": whoever holds it; else only a holding whose token starts with this
+--                  (inspect() shows a token's start, never all of it)
 -- Returns {token, fence}: the token removed ("" when nothing was: the lock was free, or held
 --         with another token than ARGV[3]; nothing was changed) and the fencing counter after
 --         the move: every fence the removed holder had is below it. The evicted holder finds
@@ -15,7 +16,7 @@
 --         holder (granted here, with a fence above the counter's) has written.
 local lock, fence, queue, handoff = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local holder = redis.call('GET', lock)
-if not holder or (ARGV[3] ~= '' and holder ~= ARGV[3]) then
+if not holder or (ARGV[3] ~= '' and string.sub(holder, 1, #ARGV[3]) ~= ARGV[3]) then
   return {'', tonumber(redis.call('GET', fence) or '0')}
 end
 redis.call('DEL', lock, handoff)

@@ -3,7 +3,8 @@
 --
 -- KEYS[1] run    HASH    the last run (see once_lib.lua)
 -- KEYS[2] fence  STRING  the fencing counter (moved on with next_fence, as a start does)
--- ARGV[1] token  "": whichever run keeps the name; else only the run with this token
+-- ARGV[1] token  "": whichever run keeps the name; else only the run whose token starts
+--                with this (inspect shows a token's start, never all of it)
 -- Returns {token, state, fence, counter}: the run released, its state ("running": a live
 --         lease, evicted; "done": a success within its period, cleared), its fence, and the
 --         counter after the move (above every fence the run had). The run is left "released"
@@ -18,7 +19,7 @@ if not ours(counter, 'string') then return {-3, 2} end
 local now = now_ms()
 local run = redis.call('HMGET', key, 'state', 'token', 'until', 'fence')
 local kept = (run[1] == 'running' or run[1] == 'done') and tonumber(run[3]) > now
-if not kept or (ARGV[1] ~= '' and run[2] ~= ARGV[1]) then
+if not kept or (ARGV[1] ~= '' and string.sub(run[2], 1, #ARGV[1]) ~= ARGV[1]) then
   return {'', '', 0, tonumber(redis.call('GET', counter) or '0')}
 end
 if run[1] == 'running' then redis.call('HSET', key, 'end', now) end

@@ -4,7 +4,8 @@
 --
 -- KEYS[1..8] as in shared_acquire.lua (holders, units, queue, granted, fence, capacity,
 --            payload, watchers)
--- ARGV[1] token    "": every live holder; else only the holder with this token
+-- ARGV[1] token    "": every live holder; else only the holders whose token starts with
+--                  this (inspect() shows a token's start, never all of it)
 -- ARGV[2] window   ms a reserved waiter has to take its units
 -- ARGV[3] channels prefix of the waiters' channels (a process id completes it)
 -- ARGV[4] capacity units of the resource (as ARGV[7] of shared_acquire.lua)
@@ -16,7 +17,7 @@ local S = shared_keys(ARGV[3])
 local now = now_ms()
 local removed = {}
 for _, t in ipairs(redis.call('ZRANGEBYSCORE', S.holders, '(' .. now, '+inf')) do
-  if ARGV[1] == '' or t == ARGV[1] then
+  if ARGV[1] == '' or string.sub(t, 1, #ARGV[1]) == ARGV[1] then
     redis.call('ZREM', S.holders, t)
     forget(S, t)
     removed[#removed + 1] = t
