@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -350,3 +351,32 @@ async def test_a_client_that_decodes_responses_works(server: RedisServer) -> Non
     await AsyncTasks.gather(*(worker(i) for i in range(3)))  # contended: hub messages too
     assert sorted(seen) == seen and len(set(seen)) == 30
     await client.aclose()
+
+
+@pytest.mark.parametrize("fair", [True, False])
+async def test_a_handle_takes_its_own_lock_again_once_its_lease_ran_out(
+    async_client: redis.asyncio.Redis, fair: bool
+) -> None:
+    """A lease not renewed runs out: the same handle, asked again while it still held it,
+    gets the lock as soon as it is free (as another handle, and redis-py's Lock, do), not
+    after its whole timeout."""
+    lock = redlease.Lock(async_client, f"self-expired-{fair}", ttl=1.0, renew=False, fair=fair)
+    assert await lock.acquire()
+    began = time.monotonic()
+    assert await lock.acquire(timeout=6.0)
+    assert time.monotonic() - began < 4.0  # the lease's 1 s, with room for a loaded machine
+    assert lock.fence is not None
+    await lock.release()
+
+
+async def test_twin_a_handle_whose_lease_is_renewed_waits_its_whole_timeout(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    """The check above can fail: a lease the watchdog renews never runs out, so the holder
+    asking again waits for the whole timeout, and gets False."""
+    lock = redlease.Lock(async_client, "self-renewed", ttl=1.0)
+    assert await lock.acquire()
+    began = time.monotonic()
+    assert await lock.acquire(timeout=2.0) is False
+    assert time.monotonic() - began >= 1.9
+    await lock.release()

@@ -167,7 +167,7 @@ class AsyncHandle(AsyncPrimitive):
                     "waiting for it without a timeout would wait forever; use RLock for a "
                     "reentrant lock, or a timeout"
                 )
-        if not await self._mutex.acquire(_left(deadline)):
+        if not await self._take_mutex(holder, deadline):
             return False
         try:
             while True:
@@ -190,6 +190,22 @@ class AsyncHandle(AsyncPrimitive):
         holding.acquired_at = time.monotonic()
         self._hold(holding, holder)
         return True
+
+    async def _take_mutex(self, holder: Hashable, deadline: float | None) -> bool:
+        """Take the handle's local mutex by ``deadline``. While the caller's own holding keeps
+        it, wait no longer than that holding's lease: once it has run out, it is forgotten
+        and the mutex is free (local bookkeeping never outlives the lease it describes)."""
+        while True:
+            wait = _left(deadline)
+            holding = self._holding
+            if holding is not None and holding.holder == holder:
+                lapse = max(holding.expires_at - time.monotonic(), 0.0)
+                wait = lapse if wait is None else min(wait, lapse)
+            if await self._mutex.acquire(wait):
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            self._forget_lapsed(holder, time.monotonic())
 
     def _hold(self, holding: Holding, holder: Hashable) -> None:
         """Make ``holding`` this handle's (its mutex taken), renewed if ``renew``."""
