@@ -2,8 +2,8 @@
 
 The sync ``on_lost`` ran on the watchdog's thread: one that slept 3 s stopped every renewal
 of the client, and three other locks with ``ttl=1`` were lost. Callbacks now run off the
-watchdog's path (sync: one callback thread per runtime, fed by a queue; asyncio: in a later
-turn of the loop, a coroutine as a task of its own).
+watchdog's path (sync: a thread per callback, a few at most, so that one that blocks delays
+no other lock's; asyncio: in a later turn of the loop, a coroutine as a task of its own).
 """
 
 from __future__ import annotations
@@ -83,6 +83,64 @@ async def test_twin_run_inline_on_the_watchdog_the_others_are_lost(
     ran_by, kept = await others_survive(async_client, "inline")
     assert ran_by[0].startswith("redlease-renewer")
     assert False in kept  # fails the check above: a lease ran out while the watchdog slept
+    await redlease.close(async_client)
+
+
+async def told_beside_a_slow_one(client: Any, prefix: str) -> tuple[list[float], list[float]]:
+    """One lock's ``on_lost`` blocks for BLOCK seconds; while it does, a second lock is lost.
+    Returns when the second's ``on_lost`` ran, and when the slow one ended (monotonic)."""
+    started: list[float] = []
+    ended: list[float] = []
+    told: list[float] = []
+
+    async def slow_on_lost() -> None:
+        started.append(time.monotonic())
+        await AsyncTasks.sleep(BLOCK)
+        ended.append(time.monotonic())
+
+    async def on_lost() -> None:
+        told.append(time.monotonic())
+
+    slow = redlease.Lock(client, f"{prefix}:slow", ttl=1.0, on_lost=slow_on_lost)
+    other = redlease.Lock(client, f"{prefix}:other", ttl=1.0, on_lost=on_lost)
+    assert await slow.acquire() and await other.acquire()
+    await client.delete(lock_key(f"{prefix}:slow"))
+
+    async def slow_started() -> bool:
+        return bool(started)
+
+    assert await wait_until(slow_started, limit=5)
+    await client.delete(lock_key(f"{prefix}:other"))  # lost while the slow one blocks
+
+    async def both() -> bool:
+        return bool(told and ended)
+
+    assert await wait_until(both, limit=BLOCK + 5)
+    return told, ended
+
+
+async def test_a_blocking_on_lost_delays_no_other_locks_on_lost(
+    async_client: redis.asyncio.Redis,
+) -> None:
+    told, ended = await told_beside_a_slow_one(async_client, "beside")
+    assert told[0] < ended[0]  # told while the slow callback still blocked
+    await redlease.close(async_client)
+
+
+async def test_twin_one_callback_at_a_time_tells_the_other_lock_late(
+    async_client: redis.asyncio.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check above catches callbacks run one at a time (the old single thread)."""
+    if AsyncTasks.ASYNC:
+        pytest.skip("asyncio runs each coroutine callback as a task of its own")
+    one_thread = AsyncCallbacks.__init__
+    monkeypatch.setattr(
+        AsyncCallbacks,
+        "__init__",
+        lambda self: one_thread(self, threads=1),  # type: ignore[call-arg]
+    )
+    told, ended = await told_beside_a_slow_one(async_client, "serial")
+    assert told[0] >= ended[0]
     await redlease.close(async_client)
 
 

@@ -7,6 +7,7 @@ import inspect
 import logging
 import queue
 import threading
+import time
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
@@ -183,49 +184,45 @@ class AsyncCallbacks:
 
 
 class Callbacks:
-    """Runs the ``on_lost`` callbacks of one watchdog off its thread: one daemon thread fed by
-    a queue, started on the first callback and ending after ``linger`` seconds without one,
-    so a callback that blocks delays only the callbacks after it, never a renewal.
-    :meth:`close` ends it once what was queued has run (waiting a bounded time)."""
+    """Runs the ``on_lost`` callbacks of one watchdog off its thread, each on a daemon thread
+    of its own (at most ``threads`` at once; past that, callbacks wait for the first to end),
+    so a callback that blocks delays neither a renewal nor another lock's callback. A thread
+    ends when no callback is waiting. :meth:`close` waits a bounded time for them."""
 
-    def __init__(self, *, linger: float = 1.0) -> None:
-        self._linger = linger
-        self._queue: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
+    def __init__(self, *, threads: int = 8) -> None:
+        self._most = threads
+        self._queue: queue.SimpleQueue[Callable[[], object]] = queue.SimpleQueue()
         self._guard = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._threads: set[threading.Thread] = set()
 
     def submit(self, callback: Callable[[], object]) -> None:
-        """Run ``callback`` soon, in the callback thread (its errors are logged)."""
+        """Run ``callback`` soon, on a callback thread (its errors are logged)."""
         with self._guard:
             self._queue.put(callback)
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="redlease-callbacks", daemon=True
-                )
-                self._thread.start()
+            if len(self._threads) < self._most:
+                thread = threading.Thread(target=self._run, name="redlease-callbacks", daemon=True)
+                self._threads.add(thread)
+                thread.start()
 
     def _run(self) -> None:
         while True:
             try:
-                callback = self._queue.get(timeout=self._linger)
+                callback = self._queue.get_nowait()
             except queue.Empty:
                 with self._guard:
                     if self._queue.empty():  # (else one came meanwhile: run it)
-                        if self._thread is threading.current_thread():
-                            self._thread = None
+                        self._threads.discard(threading.current_thread())
                         return
                 continue
-            if callback is None:  # close(): what was queued before it has run
-                return
             Background.call(callback)
-            del callback  # a callback that ran keeps nothing alive while this thread waits
+            del callback  # a callback that ran keeps nothing alive
 
     def close(self, timeout: float | None) -> None:
-        """End the thread once the callbacks queued so far have run; wait for it at most
-        ``timeout`` seconds (a callback that blocks longer is left to finish alone)."""
+        """Wait at most ``timeout`` seconds in all for the callbacks queued so far to run (a
+        callback that blocks longer is left to finish alone, on its daemon thread)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._guard:
-            thread, self._thread = self._thread, None
-            if thread is not None:
-                self._queue.put(None)
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
+            threads = list(self._threads)
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(None if deadline is None else max(deadline - time.monotonic(), 0))
