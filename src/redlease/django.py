@@ -34,9 +34,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import logging
-import time
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -47,15 +44,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse
 from django.utils.module_loading import import_string
 
-from . import _observe
 from ._core import breaker as breakers
-from ._core import ratelimit as core
 from ._core import ratelimit_http as http
-from ._core import rates as notation
-from ._core import throttle
-from ._sync.ratelimit import RateLimiter
+from ._request_limit import RequestLimit
 from ._synchronization import ProcessLock
-from .errors import RateLimitUnavailable
 
 __all__ = [
     "TIMEOUT",
@@ -76,8 +68,6 @@ TIMEOUT = 0.5
 _TIMEOUTS = ("socket_timeout", "socket_connect_timeout")
 _clients: dict[tuple[Any, ...], redis.Redis] = {}
 _clients_guard = ProcessLock()
-_breakers: weakref.WeakKeyDictionary[Any, breakers.Breaker] = weakref.WeakKeyDictionary()
-_breakers_guard = ProcessLock()
 
 
 def _settings() -> dict[str, Any]:
@@ -116,16 +106,10 @@ def client() -> redis.Redis:
     return made
 
 
-def _breaker(conn: Any) -> breakers.Breaker:
-    """The breaker of client ``conn``: one per client, so that a view behind the middleware
-    and a decorator pays one timeout per back-off, not one per limiter."""
-    with _breakers_guard:
-        found = _breakers.get(conn)
-        if found is None:
-            given = _settings().get("backoff", breakers.BACKOFF)
-            backoff = breakers.backoff(given, 'REDLEASE["backoff"]')
-            found = _breakers[conn] = breakers.Breaker(backoff)
-    return found
+def _backoff() -> float:
+    """``REDLEASE["backoff"]``: seconds without Redis after a failure (default 2)."""
+    given = _settings().get("backoff", breakers.BACKOFF)
+    return breakers.backoff(given, 'REDLEASE["backoff"]')
 
 
 def client_address(request: HttpRequest) -> str:
@@ -148,54 +132,26 @@ def header(name: str, *, default: Key = client_address) -> Key:
 
 
 class _Check:
-    """One limiter, made on first use (settings are read then): a request in, a verdict out."""
+    """One view's (or the middleware's) limit: a request in, a verdict out."""
 
     def __init__(self, rate: Any, name: str, options: dict[str, Any]) -> None:
-        # Bad input fails here, not at the first request (the client is made then).
-        rates = notation.parse(rate)
-        sizes = core.bursts(options["burst"], rates, core.algorithm(options["algorithm"]))
-        throttle.mode(options["mode"])
-        self.cost = core.cost(options.pop("cost"), min(*(r.amount for r in rates), *sizes))
-        self.choice = http.on_unavailable(options.pop("on_unavailable"))
         key = options.pop("key")
         if isinstance(key, str):
             key = import_string(key)
         if key is not None and not callable(key):
             raise TypeError(f"key must be a function of the request, got {type(key).__name__}")
         self.key: Key = client_address if key is None else key
-        self.client = options.pop("client")
-        self.rate, self.name, self.options = rate, name, options
-        self._limiter: RateLimiter | None = None
-        self._breaker = breakers.Breaker(0)  # replaced by the client's on first use
-
-    def limiter(self) -> RateLimiter:
-        if self._limiter is None:
-            conn = client() if self.client is None else self.client
-            self._breaker = _breaker(conn)
-            self._limiter = RateLimiter(conn, self.name, rate=self.rate, **self.options)
-        return self._limiter
+        conn = options.pop("client")
+        self.limit = RequestLimit(
+            rate,
+            name,
+            client_of=client if conn is None else (lambda: conn),
+            backoff_of=_backoff,
+            **options,
+        )
 
     def __call__(self, request: HttpRequest) -> http.Verdict:
-        subject = self.key(request)
-        if subject is None:
-            return http.Verdict(None, ())
-        limiter, breaker = self.limiter(), self._breaker
-        with _breakers_guard:  # one trial per back-off, whatever the threads
-            asks = breaker.allows(time.monotonic())
-        if not asks:
-            skipped = RateLimitUnavailable(
-                f"not asked: Redis failed, back-off for {breaker.backoff:g} s"
-            )
-            _observe.rate_limit_unavailable(str(limiter.name), self.choice, skipped, logging.DEBUG)
-            return http.outage(self.choice)
-        try:
-            result = limiter.hit(subject, self.cost)
-        except RateLimitUnavailable as exc:
-            breaker.failed(time.monotonic())
-            _observe.rate_limit_unavailable(str(limiter.name), self.choice, exc)
-            return http.outage(self.choice)
-        breaker.succeeded()
-        return http.verdict(result, shadow=limiter.mode == "shadow")
+        return self.limit(self.key(request))
 
 
 def _refusal(verdict: http.Verdict) -> HttpResponse:

@@ -74,7 +74,7 @@ class HolderInfo:
     """Who holds a lease, as its token says: ``host`` (short host name), ``pid``, ``thread``
     (the thread's name, or the asyncio task's), ``since`` (the server's time when it was
     acquired, seconds since the epoch; ``None`` when unknown) and ``token``: the start of the
-    holder's token (:func:`shown`), what ``force_release(token=...)`` takes to name one holder;
+    holder's token (``shown()``), what ``force_release(token=...)`` takes to name one holder;
     never the whole token, which would let its reader act as the holder. ``host``, ``pid``
     and ``thread`` are ``None`` for a token without an identity (an older redlease's, or one
     written by hand)."""
