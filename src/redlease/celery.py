@@ -33,7 +33,9 @@ call, ``apply_async(once={...})``): ``keys`` (argument names in the key; default
 ``settings["default_timeout"]``, else 3600), ``unlock_before_run`` (free the lock when the task
 starts rather than when it ends), ``ttl`` (the running lease), ``keep_on_retry`` (a retry
 takes the running copy's lock along, so the key stays held through its countdown; default:
-freed, as celery-once does). Settings (``app.conf.ONCE["settings"]``): ``url`` or ``client``
+freed, as celery-once does), ``return_existing`` (set it on the task: a duplicate returns
+the ``AsyncResult`` of the copy queued or running, as celery-singleton does, instead of
+:class:`AlreadyQueued`; when that copy's id cannot be found, the usual answer). Settings (``app.conf.ONCE["settings"]``): ``url`` or ``client``
 (a redis-py client), ``default_timeout``, ``default_ttl``, ``prefix``. Needs the extra
 ``redlease[celery]``.
 """
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import logging
 import os
+import uuid
 from datetime import datetime
 from inspect import signature
 from typing import Any, ClassVar
@@ -54,7 +57,7 @@ from celery.result import EagerResult
 from ._core import validate
 from ._core.lock import LockKeys
 from ._sync.lock import Lock
-from .errors import AlreadyAdopted, LockLost, RedleaseError
+from .errors import AlreadyAdopted, LockLost, LockUnavailable, RedleaseError
 
 __all__ = ["HEADER", "AlreadyQueued", "QueueOnce", "queue_once_key"]
 
@@ -164,6 +167,12 @@ class QueueOnce(Task):  # type: ignore[misc]
             raise ValueError(f"keys must name arguments of {self.name}, got {missing!r}")
         return queue_once_key(self.name, arguments, keys, restrict_to=old)
 
+    def _id_key(self, lock: Lock) -> str:
+        """Where the id of the copy holding ``lock`` is kept (``return_existing``): beside the
+        lock's keys, in its slot."""
+        prefix = self.once_settings.get("prefix", "redlease")
+        return f"{prefix}:{{{lock.name}}}:celery-task"
+
     def _lock(self, key: str, ttl: float, *, renew: bool = False) -> Lock:
         prefix = self.once_settings.get("prefix", "redlease")
         return Lock(self.once_client, key, ttl=ttl, prefix=prefix, renew=renew, on_lost=self._lost)
@@ -185,12 +194,36 @@ class QueueOnce(Task):  # type: ignore[misc]
             return self._send(args, kwargs, options, token)
         validate.lease_ms(self._ttl(), "ttl")
         lock = self._lock(self.get_key(args, kwargs), timeout)
+        existing = self._option(once, "return_existing", False)
         if not lock.acquire(blocking=False):
+            found = self._existing_id(lock) if existing else None
+            if found is not None:  # the copy queued or running: its result
+                return self.AsyncResult(found)
             if self._option(once, "graceful", False):
                 return EagerResult(None, None, states.REJECTED)
             raise AlreadyQueued(lock.inspect().remaining or 0.0, name=lock.name)
         self._expire_counter(lock, timeout)
+        if existing:  # the id the duplicates will be answered with, for as long as queued
+            options["task_id"] = options.get("task_id") or str(uuid.uuid4())
+            self._keep_id(lock, options["task_id"], timeout)
         return self._send(args, kwargs, options, lock.detach())
+
+    def _existing_id(self, lock: Lock) -> str | None:
+        try:
+            found = self.once_client.get(self._id_key(lock))
+        except redis.RedisError as exc:
+            raise LockUnavailable(f"could not read the task id of {lock.name!r}") from exc
+        if found is None:
+            return None
+        return found.decode() if isinstance(found, bytes) else str(found)
+
+    def _keep_id(self, lock: Lock, task_id: str, timeout: float) -> None:
+        ms = validate.lease_ms(timeout, "timeout")
+        try:
+            self.once_client.set(self._id_key(lock), task_id, px=ms)
+        except redis.RedisError as exc:
+            _release(lock)  # not queued: nothing is left held
+            raise LockUnavailable(f"could not keep the task id of {lock.name!r}") from exc
 
     def _send(self, args: Any, kwargs: Any, options: dict[str, Any], token: str) -> Any:
         """Queue the message with the detached lock ``token`` in its headers."""
@@ -248,11 +281,13 @@ class QueueOnce(Task):  # type: ignore[misc]
         self.request.redlease_running = running
         if self.once.get("unlock_before_run", False):
             running.lock = None
+            self._forget_id(lock)
             _release(lock)
         try:
             return super().__call__(*args, **kwargs)
         finally:
             if running.lock is not None:  # (a retry with keep_on_retry took it over)
+                self._forget_id(running.lock)
                 _release(running.lock)
 
     def _adopt(self, args: Any, kwargs: Any) -> Lock | None:
@@ -280,6 +315,15 @@ class QueueOnce(Task):  # type: ignore[misc]
                 return None
             self._expire_counter(lock, self._timeout({}))
             return lock
+
+    def _forget_id(self, lock: Lock) -> None:
+        """Before the key is freed: duplicates are no longer answered with this copy's id."""
+        if not self.once.get("return_existing", False):
+            return
+        try:
+            self.once_client.delete(self._id_key(lock))
+        except redis.RedisError as exc:  # it expires with the queued timeout
+            _log.warning("could not forget the task id of %r: %s", lock.name, exc)
 
     def push_request(self, *args: Any, **kwargs: Any) -> None:
         """Keep ``redlease_fence`` (``None`` without a lock) and the running lock in the

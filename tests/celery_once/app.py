@@ -86,3 +86,11 @@ def retried_free(self: Any, tag: str) -> None:
     record(tag, self.request.redlease_fence)
     if not self.request.retries:
         raise self.retry(countdown=2, max_retries=1)
+
+
+@app.task(bind=True, base=QueueOnce, once={"return_existing": True})
+def shared(self: Any, tag: str, seconds: float) -> str:
+    """A duplicate gets this copy's result (celery-singleton's answer)."""
+    record(tag, self.request.redlease_fence)
+    time.sleep(seconds)
+    return f"{tag} by {self.request.id}"

@@ -300,3 +300,27 @@ def test_keep_on_retry_holds_the_key_through_the_countdown(
     assert len(fences) == (2 if keep else 4)
     if keep:
         assert fences[0] == fences[1]  # one lock, handed from the attempt to its retry
+
+
+def test_return_existing_answers_a_duplicate_with_the_queued_copys_result(
+    url: str, tasks: Any, worker: Any
+) -> None:
+    first = tasks.shared.apply_async(args=("existing", 1.0))
+    duplicate = tasks.shared.apply_async(args=("existing", 1.0))
+    assert duplicate.id == first.id  # the copy queued or running, not a new one
+    assert duplicate.get(timeout=30) == f"existing by {first.id}"
+    assert wait_for(lambda: len(runs(url, "existing")) == 1)
+    again = tasks.shared.apply_async(args=("existing", 0.1))  # it ended: a new copy
+    assert again.id != first.id and again.get(timeout=30) == f"existing by {again.id}"
+    assert len(runs(url, "existing")) == 2
+    keys = redis.Redis.from_url(url).keys("*existing*celery-task")
+    assert keys == []  # forgotten with the key
+
+
+def test_twin_without_return_existing_a_duplicate_is_refused(url: str, tasks: Any) -> None:
+    """The check above can fail: the same call on a task without the option is refused."""
+    first = tasks.slow.apply_async(args=("not-existing", 0.1), queue="nobody")
+    with pytest.raises(AlreadyQueued):
+        tasks.slow.apply_async(args=("not-existing", 0.1), queue="nobody")
+    assert first.id
+    redis.Redis.from_url(url).delete(*redis.Redis.from_url(url).keys("*not-existing*"))
