@@ -35,7 +35,8 @@ starts rather than when it ends), ``ttl`` (the running lease), ``keep_on_retry``
 takes the running copy's lock along, so the key stays held through its countdown; default:
 freed, as celery-once does), ``return_existing`` (set it on the task: a duplicate returns
 the ``AsyncResult`` of the copy queued or running, as celery-singleton does, instead of
-:class:`AlreadyQueued`; when that copy's id cannot be found, the usual answer). Settings (``app.conf.ONCE["settings"]``): ``url`` or ``client``
+:class:`AlreadyQueued`; when that copy's id cannot be found, the usual answer).
+Settings (``app.conf.ONCE["settings"]``): ``url`` or ``client``
 (a redis-py client), ``default_timeout``, ``default_ttl``, ``prefix``. Needs the extra
 ``redlease[celery]``.
 """
