@@ -12,13 +12,17 @@ on the server's clock (the "partner" sees it then). Rows:
 * ``acquire``: ``limiter.acquire(key)``: one script reserves the slot, the waiter sleeps once;
 * ``hit + sleep retry_after``: ``while not (a := limiter.hit(key)).allowed:
   time.sleep(a.retry_after)``, what users write today;
-* ``hit + sleep retry_after + 20% jitter``: the same, each sleep stretched by ``U(0, 0.2)``.
+* ``hit + sleep retry_after + 20% jitter``: the same, each sleep stretched by ``U(0, 0.2)``;
+* ``pyrate-limiter RedisBucket``: PyrateLimiter 4's ``Limiter(RedisBucket.init(...))`` and
+  its blocking ``try_acquire`` (a sleep-and-retry loop inside the library), same rate, when
+  ``pyrate-limiter`` is installed (the ``bench`` extra).
 
 Figures: *use* = admitted per second after the first second (past the initial burst) ÷ the
 rate; *calls/admission* = script calls (``INFO commandstats``: EVAL + EVALSHA, less the
-recording one) per admitted call; *peak 100 ms* = the most admissions in any 100 ms after the
-first second ÷ the 5 the rate allows; *gap p99* = the 99th percentile of the gaps between
-admissions ÷ the 20 ms the rate spaces them by; *wait max* = the longest one call waited (on
+recording one) per admitted call; *cmds/admission* = every command the server processed
+(``total_commands_processed``: those scripts run count too; less the recording script) per
+admitted call; *peak 100 ms* = the most admissions in any 100 ms after the first second ÷
+the 5 the rate allows; *gap p99* = the 99th percentile of the gaps between admissions ÷ the 20 ms the rate spaces them by; *wait max* = the longest one call waited (on
 the client) ÷ the 160 ms in which every waiter gets one turn when served in order. The ratios
 compare each row with ``acquire`` in the same run. Judge the ratios, not absolute figures: the
 machine is shared.
@@ -44,7 +48,18 @@ import redlease
 SPAWN = multiprocessing.get_context("spawn")
 PROCESSES, THREADS, RATE = 4, 2, 50
 FAIR_WAIT = PROCESSES * THREADS / RATE  # s: one turn of every waiter, served in order
-VARIANTS = ("acquire", "hit + sleep retry_after", "hit + sleep retry_after + 20% jitter")
+PYRATE = "pyrate-limiter RedisBucket"
+VARIANTS: tuple[str, ...] = (
+    "acquire",
+    "hit + sleep retry_after",
+    "hit + sleep retry_after + 20% jitter",
+)
+try:
+    import pyrate_limiter
+except ImportError:  # (the bench extra installs it)
+    pyrate_limiter = None
+else:
+    VARIANTS += (PYRATE,)
 RECORD = """
 local t = redis.call('TIME')
 return redis.call('RPUSH', KEYS[1], t[1] .. string.format('%06d', tonumber(t[2])) .. ' ' .. ARGV[1])
@@ -56,6 +71,12 @@ def worker(url: str, variant: str, name: str, start: Any, seconds: float) -> Non
     client = redis.Redis.from_url(url)
     limiter = redlease.RateLimiter(client, name, rate=f"{RATE}/second", algorithm="gcra")
     record = client.register_script(RECORD)
+    pyrate = None
+    if variant == PYRATE:
+        rate = pyrate_limiter.Rate(RATE, pyrate_limiter.Duration.SECOND)
+        pyrate = pyrate_limiter.Limiter(
+            pyrate_limiter.RedisBucket.init([rate], client, f"{name}:pyrate")
+        )
     record(keys=[f"{name}:warm"], args=[0])  # loaded before the clock starts
     start.wait(60)
     end = time.monotonic() + seconds
@@ -67,6 +88,8 @@ def worker(url: str, variant: str, name: str, start: Any, seconds: float) -> Non
                 return
             if variant == "acquire":
                 limiter.acquire("partner", timeout=30.0)
+            elif pyrate is not None:
+                pyrate.try_acquire("partner", blocking=True, timeout=30)
             else:
                 jitter = 0.2 if "jitter" in variant else 0.0
                 for _ in range(100_000):
@@ -83,9 +106,11 @@ def worker(url: str, variant: str, name: str, start: Any, seconds: float) -> Non
         t.join(seconds + 60)
 
 
-def script_calls(client: redis.Redis) -> int:
+def script_calls(client: redis.Redis) -> tuple[int, int]:
+    """(EVAL + EVALSHA calls, every command) the server processed so far."""
     stats = client.info("commandstats")
-    return calls(stats, "eval") + calls(stats, "evalsha")
+    every = int(client.info("stats")["total_commands_processed"])
+    return calls(stats, "eval") + calls(stats, "evalsha"), every
 
 
 def run(url: str, variant: str, seconds: float) -> dict[str, float]:
@@ -109,16 +134,17 @@ def run(url: str, variant: str, seconds: float) -> dict[str, float]:
         p.join(seconds + 90)
         if p.exitcode is None:
             p.kill()
-    used = script_calls(client) - before
+    after = script_calls(client)
+    used, commands = after[0] - before[0], after[1] - before[1] - 3  # (less this INFO)
     pairs = [item.split() for item in client.lrange(f"{name}:admitted", 0, -1)]
     client.delete(f"{name}:admitted", f"{name}:warm")
     client.close()
     admitted = sorted(int(t) for t, _ in pairs)
     waits = sorted(int(w) / 1e6 for _, w in pairs)
-    return figures(admitted, waits, used)
+    return figures(admitted, waits, used, commands)
 
 
-def figures(admitted: list[int], waits: list[float], used: int) -> dict[str, float]:
+def figures(admitted: list[int], waits: list[float], used: int, commands: int) -> dict[str, float]:
     """use, calls/admission, peak 100 ms, gap p99 and the longest wait (see the docstring)."""
     steady = [t for t in admitted if t >= admitted[0] + 1_000_000]
     span = (steady[-1] - steady[0]) / 1e6 if len(steady) > 1 else float("nan")
@@ -133,6 +159,7 @@ def figures(admitted: list[int], waits: list[float], used: int) -> dict[str, flo
         "admitted": len(admitted),
         "use": (len(steady) - 1) / span / RATE,
         "calls": (used - len(admitted)) / len(admitted),
+        "commands": (commands - len(admitted)) / len(admitted),
         "peak": peak / (RATE * 0.1),
         "gap_p99": p99 / (1e6 / RATE),
         "wait_max": waits[-1] / FAIR_WAIT,
@@ -157,12 +184,13 @@ def main() -> None:
         rows = {v: {k: statistics.median(s[k] for s in samples[v]) for k in s[0]}
                 for v, s in samples.items()}  # fmt: skip
         base = rows["acquire"]
-        print(f"\n{'row':<40}{'use':>6}{'calls/adm':>11}{'peak 100ms':>12}{'gap p99':>9}"
-              f"{'wait max':>10}{'calls ÷ acquire':>17}{'wait max ÷ acquire':>20}")  # fmt: skip
+        print(f"\n{'row':<40}{'use':>6}{'calls/adm':>11}{'cmds/adm':>10}{'peak 100ms':>12}"
+              f"{'gap p99':>9}{'wait max':>10}{'cmds ÷ acquire':>16}"
+              f"{'wait max ÷ acquire':>20}")  # fmt: skip
         for variant, row in rows.items():
-            print(f"{variant:<40}{row['use']:>6.2f}{row['calls']:>11.2f}{row['peak']:>11.1f}x"
-                  f"{row['gap_p99']:>8.1f}x{row['wait_max']:>9.1f}x"
-                  f"{row['calls'] / base['calls']:>16.1f}x"
+            print(f"{variant:<40}{row['use']:>6.2f}{row['calls']:>11.2f}{row['commands']:>10.2f}"
+                  f"{row['peak']:>11.1f}x{row['gap_p99']:>8.1f}x{row['wait_max']:>9.1f}x"
+                  f"{row['commands'] / base['commands']:>15.1f}x"
                   f"{row['wait_max'] / base['wait_max']:>19.2f}x")  # fmt: skip
         print(f"\nload average after: {os.getloadavg()[0]:.2f}")
 
