@@ -22,10 +22,11 @@ rate; *calls/admission* = script calls (``INFO commandstats``: EVAL + EVALSHA, l
 recording one) per admitted call; *cmds/admission* = every command the server processed
 (``total_commands_processed``: those scripts run count too; less the recording script) per
 admitted call; *peak 100 ms* = the most admissions in any 100 ms after the first second ÷
-the 5 the rate allows; *gap p99* = the 99th percentile of the gaps between admissions ÷ the 20 ms the rate spaces them by; *wait max* = the longest one call waited (on
-the client) ÷ the 160 ms in which every waiter gets one turn when served in order. The ratios
-compare each row with ``acquire`` in the same run. Judge the ratios, not absolute figures: the
-machine is shared.
+the 5 the rate allows; *gap p99* = the 99th percentile of the gaps between admissions ÷ the
+20 ms the rate spaces them by; *wait max* = the longest one call waited (on the client) ÷ the
+160 ms in which every waiter gets one turn when served in order. The ratios compare each row
+with ``acquire`` in the same run. Judge the ratios, not absolute figures: the machine is
+shared.
 """
 
 from __future__ import annotations
