@@ -39,17 +39,20 @@ def test_inspect_rwlock_shows_readers_and_writer(
 def test_inspect_semaphore_shows_permits_and_holders(
     server: RedisServer, client: redis.Redis, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sem = redlease.Semaphore(client, "pool", 3, ttl=30)
-    assert sem.acquire() and sem.acquire()
+    sem = redlease.Semaphore(client, "pool", 4, ttl=30)
+    assert sem.acquire() and sem.acquire(permits=2)  # a weighted holding: one lease of 2
     try:
         state = inspect(server, capsys, "pool", "--kind", "semaphore")
+        text_ok = main(["--url", server.url, "inspect", "pool", "--kind", "semaphore"]) == 0
+        text = capsys.readouterr().out
     finally:
         sem.release()
         sem.release()
-    assert (state["permits"], state["used"], state["available"]) == (3, 2, 1)
+    assert (state["permits"], state["used"], state["available"]) == (4, 3, 1)
     assert len(state["holders"]) == 2 and "mine" not in state
-    text_ok = main(["--url", server.url, "inspect", "pool", "--kind", "semaphore"]) == 0
-    assert text_ok and "permits" in capsys.readouterr().out
+    assert state["units"] == [1, 2]  # soonest lease first: the single permit was taken first
+    assert text_ok and "permits" in text
+    assert any(line.split() == ["units", "1,", "2"] for line in text.splitlines()), text
 
 
 def test_inspect_latch_and_election(

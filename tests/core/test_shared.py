@@ -61,17 +61,18 @@ def test_int_list() -> None:
 
 
 def test_semaphore_info_never_reports_negative_availability() -> None:
-    snap = Snapshot(1, 2, 0, 4, None, (Holder(b"a", 1.0, 1, b""), Holder(b"b", 2.0, 1, b"")))
-    assert semaphore_info(snap, "s", 0) == SemaphoreInfo(
+    snap = Snapshot(1, 4, 0, 4, None, (Holder(b"a", 1.0, 1, b""), Holder(b"b", 2.0, 3, b"")))
+    assert semaphore_info(snap, "s", {b"b"}) == SemaphoreInfo(
         name="s",
         permits=1,
-        used=2,
+        used=4,
         available=0,
         waiters=0,
-        mine=0,
+        mine=3,
         holders=(1.0, 2.0),
         fence=4,
         held_by=(decode(b"a", 0), decode(b"b", 0)),
+        units=(1, 3),
     )
 
 

@@ -283,6 +283,26 @@ class RWLockMachine(SharedMachine):
         self.cap = EVERYTHING
 
 
+class WeightedSemaphore(SharedMachine):
+    """The Semaphore, weighted: ``acquire(permits=n)`` asks n units, 1 to the cap (a plain
+    ``acquire()`` is n = 1, drawn as well: one machine checks both, within the CI budget)."""
+
+    def wants(self) -> st.SearchStrategy[int]:
+        return st.integers(1, self.cap)
+
+    @initialize(permits=st.integers(1, 5))
+    def capacity(self, permits: int) -> None:
+        self.cap = permits
+
+
+WEIGHTLESS = variant(ACQUIRE, "used + want <= cap", "used + 1 <= cap")
+"""shared_acquire.lua granting a newcomer when one unit is free, whatever its weight."""
+
+
+class WeightlessSemaphore(WeightedSemaphore):
+    acquire_script = WEIGHTLESS
+
+
 BLIND = variant(
     ACQUIRE,
     "if mine or (not queued and whole and used + want <= cap) then",
@@ -318,14 +338,22 @@ def run_machine(client: redis.Redis, machine: type[SharedMachine], settings: Any
     run_state_machine_as_test(machine, settings=settings)
 
 
-@pytest.mark.parametrize("machine", [SharedMachine, RWLockMachine], ids=["semaphore", "rwlock"])
+@pytest.mark.parametrize(
+    "machine",
+    [WeightedSemaphore, RWLockMachine],
+    ids=["semaphore", "rwlock"],
+)
 def test_the_shared_scripts_follow_the_model(
     client: redis.Redis, machine: type[SharedMachine]
 ) -> None:
     run_machine(client, machine, MODEL_SETTINGS)
 
 
-@pytest.mark.parametrize("machine", [BlindSemaphore, BlindRWLock], ids=["semaphore", "rwlock"])
+@pytest.mark.parametrize(
+    "machine",
+    [BlindSemaphore, WeightlessSemaphore, BlindRWLock],
+    ids=["semaphore", "weightless", "rwlock"],
+)
 def test_twin_an_acquire_that_ignores_the_capacity_is_caught(
     client: redis.Redis, machine: type[SharedMachine]
 ) -> None:

@@ -131,16 +131,22 @@ class AsyncShared(AsyncPrimitive):
         return limit, None if limit is None else time.monotonic() + limit
 
     async def _take(
-        self, deadline: float | None, *, over: bytes = b"", value: bytes | None = None
+        self,
+        deadline: float | None,
+        *,
+        over: bytes = b"",
+        value: bytes | None = None,
+        want: int | None = None,
     ) -> Holding | None:
-        """Acquire ``_want`` units by ``deadline``: the caller's new holding, or None."""
+        """Acquire ``want`` units (default ``_want``) by ``deadline``, held as one lease: the
+        caller's new holding, or None."""
         owner, holder = AsyncBackground.owner(), AsyncBackground.holder()
         runtime = self._runtime()
         token = new_token(name_of(owner))
 
         async def attempt(join: bool) -> Outcome:
             sent = time.monotonic()
-            status, ms = await self._attempt(token, join, deadline, over, value)
+            status, ms = await self._attempt(token, join, deadline, over, value, want)
             if status == ACQUIRED:
                 return Outcome(result=self._holding(owner, token, ms, sent))
             refusal = (0, status == 0, ms)
@@ -175,12 +181,18 @@ class AsyncShared(AsyncPrimitive):
         )
 
     async def _attempt(
-        self, token: bytes, join: bool, deadline: float | None, over: bytes, value: bytes | None
+        self,
+        token: bytes,
+        join: bool,
+        deadline: float | None,
+        over: bytes,
+        value: bytes | None,
+        want: int | None = None,
     ) -> tuple[int, int]:
         args: list[Any] = [
             token,
             self._ttl_ms,
-            self._want,
+            self._want if want is None else want,
             int(join),
             self._window_ms,
             self._channels(),

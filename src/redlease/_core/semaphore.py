@@ -10,6 +10,7 @@ the ttl.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from .holder import HolderInfo
@@ -33,8 +34,10 @@ class SemaphoreInfo:
     ``permits``: the current number of permits; ``used``: permits held now (may exceed
     ``permits`` after ``set_permits`` lowered it: held permits are never revoked);
     ``available``: ``max(permits - used, 0)``; ``waiters``: acquisitions queued; ``mine``:
-    permits the caller holds through this handle; ``holders``: seconds left on each held
-    permit's lease, soonest first; ``fence``: the last fencing token issued.
+    permits the caller holds through this handle; ``holders``: seconds left on each
+    holding's lease, soonest first; ``units``: the permits of each holding, in the same
+    order (an ``acquire(permits=3)`` is one holding of 3); ``fence``: the last fencing token
+    issued.
     """
 
     name: str | bytes
@@ -46,18 +49,22 @@ class SemaphoreInfo:
     holders: tuple[float, ...]
     fence: int
     held_by: tuple[HolderInfo, ...] = ()
+    units: tuple[int, ...] = ()
 
 
-def semaphore_info(snapshot: Snapshot, name: str | bytes, mine: int) -> SemaphoreInfo:
-    """The :class:`SemaphoreInfo` of a shared resource snapshot."""
+def semaphore_info(
+    snapshot: Snapshot, name: str | bytes, tokens: Collection[bytes] = ()
+) -> SemaphoreInfo:
+    """The :class:`SemaphoreInfo` of a shared resource snapshot; ``tokens``: the caller's."""
     return SemaphoreInfo(
         name=name,
         permits=snapshot.capacity,
         used=snapshot.used,
         available=max(snapshot.capacity - snapshot.used, 0),
         waiters=snapshot.waiters,
-        mine=mine,
+        mine=sum(h.units for h in snapshot.holders if h.token in tokens),
         holders=tuple(h.remaining for h in snapshot.holders),
         fence=snapshot.fence,
         held_by=tuple(h.info() for h in snapshot.holders),
+        units=tuple(h.units for h in snapshot.holders),
     )

@@ -17,24 +17,26 @@ from .._synchronization import Background
 from ..errors import NoPermit, PermitLost, PermitNotHeld, SemaphoreUnavailable
 from .shared import DEFAULT, Shared, Errors
 
-__all__ = ["Semaphore"]
+__all__ = ["Permits", "Semaphore"]
 
 
 class Semaphore(Shared):
     """A counting semaphore of ``permits`` leased permits on one Redis server.
 
     ``Semaphore(client, name, permits, ttl=10.0, timeout=None)``: ``acquire()`` takes one
-    permit for the calling thread (asyncio: for the handle), ``release()`` gives back its
-    latest one; ``with``
-    does both. Guaranteed, while the server keeps its data and clocks run at a sane rate:
+    permit for the calling thread (asyncio: for the handle), ``acquire(permits=3)`` three
+    as one lease, ``release()`` gives back its latest acquisition; ``with sem`` (one) and
+    ``with sem(permits=3)`` do both. Guaranteed, while the server keeps its data and clocks
+    run at a sane rate:
 
     * never more than ``permits`` held at once (after ``set_permits`` lowered the count, no
       new permit is granted until the holders are under it; held ones are never revoked);
     * each permit is a lease on the server's clock, renewed by the watchdog every ``ttl / 3``:
       a crashed holder's permit comes back within ``ttl`` (Redisson's plain ``RSemaphore``
       leaks it forever);
-    * waiters are served in FIFO order, woken by pub/sub (no polling), several at once when
-      several permits free up;
+    * waiters are served in strict FIFO order, woken by pub/sub (no polling), several at once
+      when several permits free up; a waiter for more permits than are free blocks the ones
+      behind it, so a large acquisition is never overtaken forever by small ones;
     * each permit gets a fencing token (``fence``), strictly increasing per name;
     * a holder learns it lost its permit (``on_lost``; ``release()`` raises
       :class:`~redlease.PermitLost`); a Redis failure raises
@@ -125,19 +127,26 @@ class Semaphore(Shared):
             name = self.name if isinstance(self.name, str) else self.name.decode(errors="replace")
             _observe.permits_mismatch(name, self.permits, stored)
 
-    def acquire(self, blocking: bool = True, timeout: float | None = DEFAULT) -> bool:
-        """Take a permit; True if taken, False if none came free within the timeout.
+    def acquire(
+        self, blocking: bool = True, timeout: float | None = DEFAULT, permits: int = 1
+    ) -> bool:
+        """Take ``permits`` permits as one lease; True if taken, False if they did not come
+        free within the timeout.
 
         ``timeout`` defaults to the semaphore's; ``None`` or ``-1`` waits forever,
-        ``blocking=False`` tries once. The permit belongs to the calling thread (asyncio: to
-        this handle, and any task of its event loop may release it); it may take several.
-        Raises :class:`~redlease.SemaphoreUnavailable` when Redis fails.
+        ``blocking=False`` tries once. ``permits`` (an int from 1 to the semaphore's
+        ``permits``) is the weight of this acquisition: all of them are granted at once or
+        none, in strict FIFO order (a waiter for 5 is not overtaken by later ones for 1), and
+        ``release()`` gives them all back. The acquisition belongs to the calling thread
+        (asyncio: to this handle, and any task of its event loop may release it); it may take
+        several. Raises :class:`~redlease.SemaphoreUnavailable` when Redis fails.
         """
+        want = self._weight(permits)
         _, deadline = self._deadline(blocking, timeout)
-        return self._take(deadline) is not None
+        return self._take(deadline, want=want) is not None
 
     def release(self) -> None:
-        """Give back the caller's latest permit.
+        """Give back the caller's latest acquisition (all of its permits).
 
         Raises :class:`~redlease.PermitNotHeld` if the caller holds none through this
         handle, :class:`~redlease.PermitLost` if its lease ran out first,
@@ -145,6 +154,22 @@ class Semaphore(Shared):
         renewed in every case).
         """
         self._give()
+
+    def __call__(self, permits: int = 1) -> Permits:
+        """``with sem(permits=3):`` takes 3 permits as one lease (waiting up to the
+        semaphore's ``timeout``, else :class:`~redlease.NoPermit`) and gives them back."""
+        return Permits(self, self._weight(permits))
+
+    def _weight(self, permits: int) -> int:
+        """``permits`` checked: an int from 1 to this handle's ``permits`` (a larger one would
+        wait at the head of the queue forever)."""
+        weight = validate.count(permits, "permits")
+        if weight > self.permits:
+            raise ValueError(
+                f"permits must be at most the {self.permits} permits of semaphore "
+                f"{self.name!r}, got {weight}"
+            )
+        return weight
 
     def available(self) -> int:
         """Permits free now (one round trip): the permits less those held, at least 0."""
@@ -163,15 +188,11 @@ class Semaphore(Shared):
 
     def inspect(self) -> SemaphoreInfo:
         """A snapshot (one round trip): permits, used, available, waiters, holders' leases."""
-        mine = len(self._held.get(Background.holder(), ()))
-        return semaphore_info(self._snapshot(), self.name, mine)
+        tokens = {h.token for h in self._held.get(Background.holder(), ())}
+        return semaphore_info(self._snapshot(), self.name, tokens)
 
     def __enter__(self) -> Semaphore:
-        if not self.acquire():
-            raise NoPermit(
-                f"semaphore {self.name!r} had no permit free {waited(self.timeout)}",
-                name=self.name,
-            )
+        _enter(self, 1)
         return self
 
     def __exit__(
@@ -181,3 +202,33 @@ class Semaphore(Shared):
         tb: TracebackType | None,
     ) -> None:
         self.release()
+
+
+class Permits:
+    """``sem(permits=n)``: a context manager taking ``n`` permits of ``sem`` as one lease."""
+
+    def __init__(self, semaphore: Semaphore, permits: int) -> None:
+        self.semaphore = semaphore
+        self.permits = permits
+
+    def __enter__(self) -> Semaphore:
+        _enter(self.semaphore, self.permits)
+        return self.semaphore
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.semaphore.release()
+
+
+def _enter(semaphore: Semaphore, permits: int) -> None:
+    """Take ``permits`` for ``with``, or raise :class:`~redlease.NoPermit`."""
+    if not semaphore.acquire(permits=permits):
+        what = "no permit" if permits == 1 else f"not {permits} permits"
+        raise NoPermit(
+            f"semaphore {semaphore.name!r} had {what} free {waited(semaphore.timeout)}",
+            name=semaphore.name,
+        )

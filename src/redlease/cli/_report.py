@@ -64,6 +64,8 @@ def format_family(state: dict[str, Any]) -> str:
             text = holder_text(value)
         elif isinstance(value, float):
             text = f"{value:.3f} s"
+        elif label == "units" and isinstance(value, list):
+            text = ", ".join(str(item) for item in value) if value else "-"
         elif isinstance(value, list):
             text = ", ".join(f"{item:.3f} s" for item in value) if value else "-"
         elif label == "fields" and isinstance(value, dict):

@@ -73,7 +73,8 @@ The kind of NAME is found from the keys that exist; when none does, NAME is show
 lock; when NAME is several kinds at once, exit 2 asking for --kind.
 --kind semaphore|rwlock|election|latch|inventory|fenced inspects that primitive; --json
 then prints {"name", "kind", ...} with the fields of its Info dataclass (SemaphoreInfo:
-permits, used, available, waiters, holders, fence, held_by; ReadWriteLockInfo: readers,
+permits, used, available, waiters, holders, fence, held_by, units (the permits of each
+holding, as holders); ReadWriteLockInfo: readers,
 writer, waiters, fence, leases, held_by; ElectionInfo: leader {"value", "term"} | null,
 remaining, candidates, last_term, held_by; LatchInfo: count, rounds, waiters; Stock:
 available, reserved, sold, total; FencedRecord: fence, version, fields).
