@@ -23,10 +23,12 @@ from typing import Any
 from .lease import Holding
 from .scripts import Script
 
-__all__ = ["CHUNK", "RenewSchedule", "batch_call", "batches", "chunks", "decode"]
+__all__ = ["CHUNK", "CLOSE", "RenewSchedule", "batch_call", "batches", "by_end", "chunks", "decode"]
 
 CHUNK = 1000
 """Most holdings renewed by one script call; a larger batch is several calls, pipelined."""
+CLOSE = 0.25
+"""Seconds: a holding whose lease ends sooner is renewed in a call of its own (see by_end)."""
 
 
 def batches(due: Sequence[Holding]) -> list[tuple[Hashable, Script, list[Holding]]]:
@@ -41,6 +43,19 @@ def batches(due: Sequence[Holding]) -> list[tuple[Hashable, Script, list[Holding
         )
         group[2].append(holding)
     return list(groups.values())
+
+
+def by_end(batch: list[Holding], now: float) -> list[list[Holding]]:
+    """``batch`` split in two: the holdings whose lease ends :data:`CLOSE` from ``now`` or
+    later, then those that end sooner (empty groups left out).
+
+    A batch's call waits for its reply no longer than its earliest lease end: one holding
+    about to run out (late, after a pause or failed renewals) would otherwise cut the wait of
+    every other holding of its batch to almost nothing, and fail them all on a loaded
+    machine, round after round, until their own leases ran out."""
+    later = [h for h in batch if h.renew_by() - now >= CLOSE]
+    sooner = [h for h in batch if h.renew_by() - now < CLOSE]
+    return [group for group in (later, sooner) if group]
 
 
 def chunks(due: Sequence[Holding], size: int | None = None) -> list[Sequence[Holding]]:

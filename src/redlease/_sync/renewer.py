@@ -184,7 +184,8 @@ class Renewer:
                         self._schedule.add(holding, now)
             due = [h for h in due if h.active and id(h) not in claimed]
         for target, script, batch in renewals.batches(due):
-            self._renew_batch(target, script, batch)
+            for group in renewals.by_end(batch, time.monotonic()):
+                self._renew_batch(target, script, group)
 
     def _renew_batch(self, target: Any, script: Script, due: list[Holding]) -> None:
         sent = time.monotonic()
