@@ -7,12 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import os
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,31 +18,9 @@ import redis
 from arq.connections import ArqRedis
 
 from redlease.arq import cron
-from redlease.server import RedisServer
+from tests.arq.conftest import wait_for
 
 pytestmark = pytest.mark.timeout(90)
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def conn() -> Iterator[redis.Redis]:
-    with RedisServer() as srv:
-        client = redis.Redis.from_url(srv.url + "/0")
-        env = {**os.environ, "REDLEASE_ARQ_URL": srv.url + "/0"}
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")]
-        )
-        argv = [sys.executable, "-m", "arq", "tests.arq.jobs.WorkerSettings"]
-        procs = [
-            subprocess.Popen(argv, env=env, cwd=ROOT, stderr=subprocess.DEVNULL) for _ in range(3)
-        ]
-        try:
-            yield client
-        finally:
-            for proc in procs:  # nothing to keep: no graceful stop to wait for
-                proc.kill()
-                proc.wait(timeout=15)
-            client.close()
 
 
 def runs(conn: redis.Redis, tag: str) -> collections.Counter[str]:
@@ -55,14 +28,7 @@ def runs(conn: redis.Redis, tag: str) -> collections.Counter[str]:
     return collections.Counter(ms for t, ms, _ in found if t == tag)
 
 
-def wait_for(check: Any, seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not check() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert check()
-
-
-def test_each_fire_runs_once_and_a_late_copy_is_skipped(conn: redis.Redis) -> None:
+def test_each_fire_runs_once_and_a_late_copy_is_skipped(conn: redis.Redis, arq_url: str) -> None:
     wait_for(lambda: len(runs(conn, "guarded")) >= 3 and len(runs(conn, "plain")) >= 3)
     assert max(runs(conn, "guarded").values()) == 1
     # A late worker's copy of a fire that ran (arq#196): arq enqueues it again, and runs it
@@ -70,7 +36,7 @@ def test_each_fire_runs_once_and_a_late_copy_is_skipped(conn: redis.Redis) -> No
     first = {name: sorted(runs(conn, name))[0] for name in ("plain", "guarded")}
 
     async def enqueue_again() -> None:
-        pool = ArqRedis.from_url(_url(conn))
+        pool = ArqRedis.from_url(arq_url)
         for name, ms in first.items():
             job_id = f"cron:{name}:{ms}"
             await pool.delete(f"arq:in-progress:{job_id}")
@@ -82,11 +48,6 @@ def test_each_fire_runs_once_and_a_late_copy_is_skipped(conn: redis.Redis) -> No
     time.sleep(1.0)  # the guarded copy had as long, and more
     assert runs(conn, "guarded")[first["guarded"]] == 1
     assert max(runs(conn, "guarded").values()) == 1
-
-
-def _url(conn: redis.Redis) -> str:
-    kwargs = conn.get_connection_kwargs()
-    return f"redis://{kwargs['host']}:{kwargs['port']}/0"
 
 
 def test_options_arq_owns_are_refused() -> None:
