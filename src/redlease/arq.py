@@ -108,12 +108,12 @@ def cron(
     for taken in ("unique", "job_id"):
         if taken in options:
             raise ValueError(f"{taken} is not accepted: the fire's key is arq's unique job id")
-    func = import_string(coroutine) if isinstance(coroutine, str) else coroutine
+    target = import_string(coroutine) if isinstance(coroutine, str) else coroutine
     if isinstance(coroutine, str):
         options.setdefault("name", "cron:" + coroutine)
-    name = options.pop("name", None) or "cron:" + func.__qualname__
+    name = options.pop("name", None) or "cron:" + target.__qualname__
 
-    @functools.wraps(func)
+    @functools.wraps(target)
     async def once(ctx: dict[str, Any]) -> Any:
         instant = _instant(name, ctx)
         fires = AsyncFires(ctx["redis"], ttl=ttl, prefix=prefix)
@@ -121,7 +121,7 @@ def cron(
         async def body(fence: int) -> Any:
             token = _current.set(Fire(name, instant, fence))
             try:
-                return await func(ctx)
+                return await target(ctx)
             finally:
                 _current.reset(token)
 

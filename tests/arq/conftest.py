@@ -27,7 +27,10 @@ def spawn(url: str, settings: str) -> subprocess.Popen[bytes]:
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")])
     argv = [sys.executable, "-m", "arq", f"tests.arq.jobs.{settings}"]
     return subprocess.Popen(
-        argv, env=env, cwd=ROOT, stderr=None if os.environ.get("ARQDBG") else subprocess.DEVNULL
+        argv,
+        env=env,
+        cwd=ROOT,
+        stderr=None if os.environ.get("REDLEASE_ARQ_LOGS") else subprocess.DEVNULL,
     )
 
 
