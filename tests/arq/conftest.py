@@ -11,9 +11,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("arq")
-
 import redis
 
 from redlease.server import RedisServer
