@@ -87,9 +87,9 @@ def test_one_contract_for_every_renewal_script() -> None:
 
 def test_a_holding_about_to_run_out_is_renewed_apart_from_the_others() -> None:
     """Its batch would wait for a reply no longer than its lease end (almost nothing): the
-    others, with seconds left, go in a call of their own, first."""
+    others, with seconds left, go in a call of their own, after its short one."""
     keeper, other, late = holding(key=b"keeper"), holding(key=b"other"), holding(key=b"late")
     keeper.expires_at, other.expires_at, late.expires_at = 103.0, 101.0, 100.01
-    assert by_end([late, keeper, other], 100.0) == [[keeper, other], [late]]
+    assert by_end([late, keeper, other], 100.0) == [[late], [keeper, other]]
     assert by_end([keeper], 100.0) == [[keeper]]
     assert by_end([late], 100.0) == [[late]]

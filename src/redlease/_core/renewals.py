@@ -46,16 +46,18 @@ def batches(due: Sequence[Holding]) -> list[tuple[Hashable, Script, list[Holding
 
 
 def by_end(batch: list[Holding], now: float) -> list[list[Holding]]:
-    """``batch`` split in two: the holdings whose lease ends :data:`CLOSE` from ``now`` or
-    later, then those that end sooner (empty groups left out).
+    """``batch`` split in two: the holdings whose lease ends within :data:`CLOSE` of ``now``,
+    then the others (empty groups left out), to be renewed in that order.
 
     A batch's call waits for its reply no longer than its earliest lease end: one holding
     about to run out (late, after a pause or failed renewals) would otherwise cut the wait of
     every other holding of its batch to almost nothing, and fail them all on a loaded
-    machine, round after round, until their own leases ran out."""
-    later = [h for h in batch if h.renew_by() - now >= CLOSE]
+    machine, round after round, until their own leases ran out. The close ones go first:
+    their call ends within CLOSE whatever happens, so a hung server does not delay their
+    ``on_lost`` behind the others' longer wait."""
     sooner = [h for h in batch if h.renew_by() - now < CLOSE]
-    return [group for group in (later, sooner) if group]
+    later = [h for h in batch if h.renew_by() - now >= CLOSE]
+    return [group for group in (sooner, later) if group]
 
 
 def chunks(due: Sequence[Holding], size: int | None = None) -> list[Sequence[Holding]]:
