@@ -109,3 +109,24 @@ def test_twin_two_plain_beats_send_instants_twice(url: str, worker: object) -> N
     finally:
         for proc in beats:
             stop(proc)
+
+
+def test_instants_and_bad_settings() -> None:
+    from datetime import timedelta
+
+    from celery import Celery
+    from celery.schedules import crontab, schedule
+
+    from redlease.celery_beat import BeatScheduler, scheduled_instant
+
+    assert scheduled_instant(schedule(timedelta(seconds=5)), 1003.7) == 1000.0
+    assert scheduled_instant(crontab(), 125.0) == 120.0
+    assert scheduled_instant(object(), 7.9) == 7.0
+    app = Celery("bad", broker="redis://127.0.0.1:1/0", set_as_current=False)
+    app.conf.beat_redlease_lease = -1
+    with pytest.raises(ValueError, match="beat_redlease_lease"):
+        BeatScheduler(app)
+    app.conf.beat_redlease_lease = 2
+    app.conf.beat_redlease_url = "amqp://127.0.0.1//"
+    with pytest.raises(ValueError, match="beat_redlease_url"):
+        BeatScheduler(app)
