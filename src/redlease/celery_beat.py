@@ -39,6 +39,8 @@ import redis
 from celery import beat
 from celery.schedules import crontab
 
+from ._core import validate
+from ._core.once import OnceKeys
 from ._sync.election import Election
 from ._sync.once import Once
 from .errors import RedleaseError
@@ -145,8 +147,23 @@ class BeatScheduler(beat.Scheduler):  # type: ignore[misc]
         except Exception as exc:
             _log.error("beat could not send %s: %s", entry.name, exc, exc_info=True)
             _end(run.fail)
-            return
-        _end(run.finish)
+        else:
+            _end(run.finish)
+        self._expire(once.name)
+
+    def _expire(self, name: str | bytes) -> None:
+        """A Once keeps its last run and its fence counter for good; here they are two keys per
+        fire: make them last ``beat_redlease_keep`` (fences stay increasing without the
+        counter, see ``common_lib.lua``)."""
+        keys = OnceKeys.build(validate.prefix(self.redlease_prefix), validate.name(name))
+        ms = int(self.redlease_keep * 1000)
+        try:
+            pipe = self.redlease_client.pipeline(transaction=False)
+            pipe.pexpire(keys.run, ms)
+            pipe.pexpire(keys.fence, ms)
+            pipe.execute()
+        except redis.RedisError as exc:  # the keys only outlive their use
+            _log.warning("could not set the expiry of %r: %s", keys.run, exc)
 
     def close(self) -> None:
         if self._leading:
