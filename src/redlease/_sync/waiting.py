@@ -53,95 +53,135 @@ def wait_turn(
 ) -> Any:
     """Try until an attempt succeeds (its ``result``) or ``deadline`` passes (``None``).
 
-    :param hubs: the waiter hub of each server, in the servers' order.
-    :param token: the acquisition's token (the hubs wake waiters by it).
-    :param socket_timeout: the longest one reply may take: a wait that gives up leaves the
-        queues within it, and a failure to leave raises (an outage is never ``False``).
-    :param fallback: seconds a waiter sleeps when no lease end is known.
-    :param confirm: seconds a subscription has to be confirmed (default: the hub's).
-    :param backoff: after a split vote, a random pause of up to this many seconds.
-    :param listen_error: called when subscribing to server ``i`` fails; it may raise (one
-        server: the wait cannot work) or not (N servers: one fewer voice). Default: raise.
-    :param grantee: one server only: a release may grant the lock to this waiter directly;
-        then the hub builds the result through ``grantee`` and the wait returns it with no
-        further round trip (see :class:`~redlease._core.waiters.Grantee`).
-    :param gather: N servers: ``(tellers, patience)``: woken by a reservation (``H``), wait
-        up to ``patience`` seconds for the ``H`` of every one of the first ``tellers`` servers
-        that listens, before an attempt (see :func:`~redlease._core.waiters.hold_back`).
+    ``hubs``: each server's waiter hub, in the servers' order; ``token``: the acquisition's (the
+    hubs wake waiters by it); ``socket_timeout``: the longest one reply may take (a wait that
+    gives up leaves the queues within it, and a failure to leave raises: an outage is never
+    ``False``); ``fallback``: seconds to sleep when no lease end is known; ``confirm``: seconds a
+    subscription has to be confirmed (default: the hub's); ``backoff``: after a split vote, a
+    random pause of up to this many seconds; ``listen_error(i, exc)``: subscribing to server
+    ``i`` failed; it may raise (one server) or not (N servers: one fewer voice); default: raise.
+    ``grantee`` (one server): a release may grant the lock to this waiter directly, the hub
+    builds the result through it and the wait returns it with no further round trip;
+    ``gather`` (N servers): ``(tellers, patience)``, see ``_core.waiters.hold_back``.
     """
-    n = len(hubs)
     outcome: Outcome | None = None
-    if not all(h.subscribed for h in hubs) or (
-        deadline is not None and time.monotonic() >= deadline
-    ):
+    if not all(h.subscribed for h in hubs) or _past(deadline):
         outcome = attempt(False)  # the uncontended path: one round trip, nothing else
         if outcome.result is not None:
             return outcome.result
-    event = Event()
-    waiters: list[Waiter] = []
-    joined = False
-    queued: tuple[int, ...] = ()
-    gave_up = False
-    result: Any = None
+    turn = _Turn(hubs, token, grantee)
     try:
         if outcome is None:
             # Every hub listens already: register, then queue on the first try. Registered,
             # the waiter keeps its hub from going idle, so its turn cannot go unheard.
-            waiters = [hub.join(token, event, grantee, n == 1) for hub in hubs]
-            joined = all(h.subscribed for h in hubs)
-            queued = tuple(range(n)) if joined else ()
-            outcome = attempt(joined)
-            queued = outcome.queued if joined else ()
+            outcome = turn.first(attempt)
         while outcome.result is None:
-            result = _granted(waiters)
-            if result is not None:
-                queued = ()  # a release granted it: it left the queue then
-                return result
-            if deadline is not None and time.monotonic() >= deadline:
-                gave_up = True
+            if turn.granted() is not None:
+                return turn.result
+            if _past(deadline):
+                turn.gave_up = True
                 return None
-            if not waiters:
-                waiters = [hub.join(token, event, grantee, n == 1) for hub in hubs]
-            if joined:
-                if outcome.split:  # let the other side of a split vote go first, at random
-                    event.wait(random.uniform(0, backoff))
-                for i, held, ms in outcome.refusals:
-                    hubs[i].refused(waiters[i], held, ms)
-                if not _sleep(hubs, waiters, event, deadline, fallback, gather):
-                    result = _granted(waiters)  # granted at the last moment: it is ours
-                    if result is not None:
-                        queued = ()
-                        return result
-                    gave_up = True
-                    return None
-                result = _granted(waiters)
-                if result is not None:
-                    queued = ()
-                    return result
-            for i in outcome.answered:  # listen where the servers answer
-                if not hubs[i].subscribed:
-                    try:
-                        hubs[i].ensure(waiters[i], deadline, confirm)
-                    except RedisError as exc:
-                        if listen_error is None:
-                            raise
-                        listen_error(i, exc)
-            joined, queued = True, tuple(range(n))
+            if not turn.waiters:
+                turn.join()
+            if turn.joined and turn.rest(outcome, deadline, fallback, backoff, gather):
+                return turn.result  # a grant, or None: the deadline passed
+            turn.listen(outcome.answered, deadline, confirm, listen_error)
+            turn.joined, turn.queued = True, tuple(range(len(hubs)))
             outcome = attempt(True)
-            queued = outcome.queued
+            turn.queued = outcome.queued
         return outcome.result
     finally:
-        for hub, waiter in zip(hubs, waiters, strict=False):
+        turn.close(leave, deadline, socket_timeout)
+
+
+class _Turn:
+    """One blocked acquire's state across its servers: what the loop and its exit share."""
+
+    def __init__(self, hubs: Sequence[Hub], token: bytes, grantee: Grantee | None) -> None:
+        self.hubs, self.token, self.grantee = hubs, token, grantee
+        self.event = Event()
+        self.waiters: list[Waiter] = []
+        self.joined = False  # the last attempt queued (every hub listened)
+        self.queued: tuple[int, ...] = ()  # the servers whose queue we are in
+        self.gave_up = False  # the deadline passed: leaving must succeed, errors propagate
+        self.result: Any = None  # what a grant made, once returned
+
+    def join(self) -> None:
+        """Register with every hub."""
+        one = len(self.hubs) == 1
+        self.waiters = [hub.join(self.token, self.event, self.grantee, one) for hub in self.hubs]
+
+    def first(self, attempt: Attempt) -> Outcome:
+        """Register, then try, queueing if every hub listens already."""
+        self.join()
+        self.joined = all(h.subscribed for h in self.hubs)
+        self.queued = tuple(range(len(self.hubs))) if self.joined else ()
+        outcome = attempt(self.joined)
+        self.queued = outcome.queued if self.joined else ()
+        return outcome
+
+    def granted(self) -> Any:
+        """What a grant made for us (``None``: no grant came); a grant left the queue."""
+        result = _granted(self.waiters)
+        if result is not None:
+            self.queued, self.result = (), result
+        return result
+
+    def rest(
+        self,
+        outcome: Outcome,
+        deadline: float | None,
+        fallback: float,
+        backoff: float,
+        gather: tuple[int, float] | None,
+    ) -> bool:
+        """Queued: sleep until the turn may have come. True: the wait is over (``result``
+        holds a grant, or ``None`` and ``gave_up``: the deadline passed)."""
+        if outcome.split:  # let the other side of a split vote go first, at random
+            self.event.wait(random.uniform(0, backoff))
+        for i, held, ms in outcome.refusals:
+            self.hubs[i].refused(self.waiters[i], held, ms)
+        if not _sleep(self.hubs, self.waiters, self.event, deadline, fallback, gather):
+            if self.granted() is None:  # granted at the last moment: it is ours
+                self.gave_up = True
+            return True
+        return self.granted() is not None
+
+    def listen(
+        self,
+        answered: Sequence[int],
+        deadline: float | None,
+        confirm: float | None,
+        listen_error: Callable[[int, RedisError], None] | None,
+    ) -> None:
+        """Subscribe where the servers answered and no subscription listens yet."""
+        for i in answered:
+            if not self.hubs[i].subscribed:
+                try:
+                    self.hubs[i].ensure(self.waiters[i], deadline, confirm)
+                except RedisError as exc:
+                    if listen_error is None:
+                        raise
+                    listen_error(i, exc)
+
+    def close(self, leave: Leave, deadline: float | None, timeout: float | None) -> None:
+        """Unregister, and leave the queues (passing on a turn we were given)."""
+        for hub, waiter in zip(self.hubs, self.waiters, strict=False):
             hub.leave(waiter)
-            if grantee is not None and waiter.result is not None and waiter.result is not result:
-                grantee.abandon(waiter.result)  # the same acquisition, returned another way
-        if queued:  # leave the queues too, and pass on a turn we were given
-            servers = list(queued)
-            left = budget(deadline, socket_timeout, time.monotonic())
-            if gave_up:  # the answer is False only if Redis says we left: errors propagate
+            made = waiter.result
+            if self.grantee is not None and made is not None and made is not self.result:
+                self.grantee.abandon(made)  # the same acquisition, returned another way
+        if self.queued:
+            servers = list(self.queued)
+            left = budget(deadline, timeout, time.monotonic())
+            if self.gave_up:  # the answer is False only if Redis says we left
                 leave(servers, left)
             else:
-                Shield.cleanup(lambda timeout: leave(servers, timeout), left)
+                Shield.cleanup(lambda t: leave(servers, t), left)
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
 
 
 def _granted(waiters: list[Waiter]) -> Any:
