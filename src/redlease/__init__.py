@@ -41,6 +41,7 @@ from ._sync.rwlock import ReadWriteLock
 from ._sync.semaphore import Semaphore
 from .errors import (
     AlreadyAdopted,
+    AlreadyQueued,
     ElectionError,
     ElectionUnavailable,
     FencedStoreUnavailable,
@@ -85,6 +86,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AlreadyAdopted",
+    "AlreadyQueued",
     "CountDownLatch",
     "Election",
     "ElectionError",

@@ -28,7 +28,7 @@ The lock and the record live on arq's own Redis (``ctx["redis"]``). Inside the j
 arguments, whose lock is taken at enqueue, handed to the job and adopted once by the worker
 (register the function with :func:`func`, arq's ``func`` that adopts it), released when the job
 ends; a killed worker frees the call within ``_ttl``; a duplicate raises
-:class:`AlreadyQueued` or, with ``_return_existing=True``, returns the existing
+:class:`~redlease.errors.AlreadyQueued` or, with ``_return_existing=True``, returns the existing
 :class:`arq.jobs.Job`. Inside the job, :func:`current_fence` is the lock's fence.
 """
 
@@ -55,7 +55,7 @@ from ._async.lock import AsyncLock
 from ._async.scheduled import AsyncFires
 from ._core import handover, validate
 from ._core.scheduled import Fire, Skipped
-from .errors import AlreadyAdopted, LockLost, LockUnavailable, RedleaseError
+from .errors import AlreadyAdopted, AlreadyQueued, LockLost, LockUnavailable, RedleaseError
 
 __all__ = [
     "AlreadyQueued",
@@ -138,14 +138,6 @@ def _instant(name: str, ctx: dict[str, Any]) -> datetime.datetime:
     if head != name or not ms.isdigit():
         raise RuntimeError(f"redlease.arq.cron: job id {job_id!r} is not {name!r}:<ms>")
     return datetime.datetime.fromtimestamp(int(ms) / 1000, datetime.timezone.utc)
-
-
-class AlreadyQueued(RedleaseError):
-    """The same call is queued or running already; ``remaining``: seconds its lock lasts."""
-
-    def __init__(self, remaining: float, *, name: str) -> None:
-        super().__init__(f"{name!r} is queued or running already (its lock: {remaining:.1f} s)")
-        self.remaining, self.name = remaining, name
 
 
 def current_fence() -> int | None:

@@ -40,6 +40,7 @@ from ._core.rwlock import ReadWriteLockInfo
 from ._core.semaphore import SemaphoreInfo
 from .errors import (
     AlreadyAdopted,
+    AlreadyQueued,
     ElectionError,
     ElectionUnavailable,
     FencedStoreUnavailable,
@@ -82,6 +83,7 @@ from .errors import (
 
 __all__ = [
     "AlreadyAdopted",
+    "AlreadyQueued",
     "CountDownLatch",
     "Election",
     "ElectionError",

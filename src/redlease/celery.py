@@ -12,8 +12,9 @@
 ``apply_async`` (and ``delay``) takes a lock named after the task and its arguments (all of
 them, or only ``once["keys"]``; celery-once's key, see :func:`queue_once_key`) for
 ``timeout`` seconds; if it is taken, the task is queued already (or running):
-:class:`AlreadyQueued` is raised, or, when ``graceful``, a result in state ``REJECTED`` whose
-``get()`` is ``None`` is returned (celery-once's answer, so code written for it keeps
+:class:`~redlease.errors.AlreadyQueued` is raised, or, when ``graceful``, a result in state
+``REJECTED`` whose ``get()`` is ``None`` is returned (celery-once's answer, so code written for it
+keeps
 working). ``app.send_task(...)`` bypasses ``apply_async``: nothing is deduplicated, and the
 task runs without a lock.
 
@@ -29,13 +30,13 @@ The task sees the lock's fencing token as ``self.request.redlease_fence`` (``bin
 Options, per task (``once={...}``; ``graceful``, ``timeout`` and ``keep_on_retry`` also per
 call, ``apply_async(once={...})``): ``keys`` (argument names in the key; default all;
 ``restrict_to`` is its old name), ``graceful`` (the ``REJECTED`` result instead of
-:class:`AlreadyQueued`), ``timeout`` (seconds the lock lasts while queued; default
+:class:`~redlease.errors.AlreadyQueued`), ``timeout`` (seconds the lock lasts while queued; default
 ``settings["default_timeout"]``, else 3600), ``unlock_before_run`` (free the lock when the task
 starts rather than when it ends), ``ttl`` (the running lease), ``keep_on_retry`` (a retry
 takes the running copy's lock along, so the key stays held through its countdown; default:
 freed, as celery-once does), ``return_existing`` (set it on the task: a duplicate returns
 the ``AsyncResult`` of the copy queued or running, as celery-singleton does, instead of
-:class:`AlreadyQueued`; when that copy's id cannot be found, the usual answer).
+:class:`~redlease.errors.AlreadyQueued`; when that copy's id cannot be found, the usual answer).
 Settings (``app.conf.ONCE["settings"]``): ``url`` or ``client``
 (a redis-py client), ``default_timeout``, ``default_ttl``, ``prefix``. Needs the extra
 ``redlease[celery]``.
@@ -58,7 +59,7 @@ from celery.result import EagerResult
 from ._core import validate
 from ._core.lock import LockKeys
 from ._sync.lock import Lock
-from .errors import AlreadyAdopted, LockLost, LockUnavailable, RedleaseError
+from .errors import AlreadyAdopted, AlreadyQueued, LockLost, LockUnavailable, RedleaseError
 
 __all__ = ["HEADER", "AlreadyQueued", "QueueOnce", "queue_once_key"]
 
@@ -67,16 +68,6 @@ HEADER = "redlease_lease"
 
 _log = logging.getLogger("redlease.celery")
 _clients: dict[tuple[str, int], redis.Redis] = {}  # by (url, pid): a forked worker makes its own
-
-
-class AlreadyQueued(RedleaseError):
-    """The task is queued (or running) with the same key; ``countdown``: seconds its lock has
-    left (celery-once's exception, with the same attributes)."""
-
-    def __init__(self, countdown: float, *, name: str | bytes | None = None) -> None:
-        self.message = f"Expires in {countdown:g} seconds"
-        self.countdown = countdown
-        super().__init__(self.message, name=name)
 
 
 def queue_once_key(
@@ -182,8 +173,9 @@ class QueueOnce(Task):  # type: ignore[misc]
     def apply_async(self, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
         """Queue the task unless a copy with the same key is queued or running.
 
-        Raises :class:`AlreadyQueued` if it is, or when ``graceful`` returns an ``EagerResult``
-        in state ``REJECTED`` (its ``get()`` is ``None``). A retry (``options["retries"]``) is
+        Raises :class:`~redlease.errors.AlreadyQueued` if it is, or when ``graceful`` returns an
+        ``EagerResult`` in state ``REJECTED`` (its ``get()`` is ``None``). A retry
+        (``options["retries"]``) is
         queued as it is; with ``keep_on_retry`` it carries the running copy's lock along.
         """
         once = options.pop("once", None) or {}

@@ -37,6 +37,8 @@ Every error this library raises on purpose derives from :class:`RedleaseError`::
     ├── FencingError
     │   ├── StaleFence           a write's fence is below the highest the resource accepted
     │   └── FencedStoreUnavailable  Redis failed or could not be reached: the cause is chained
+    ├── AlreadyQueued            a job or task with the same key is queued or running already
+    │                            (QueueOnce, redlease.rq / redlease.arq enqueue_once)
     ├── OnceError
     │   ├── RunLost              a Once's run lost its lease before finish() / fail()
     │   └── OnceUnavailable      Redis failed or could not be reached: the cause is chained
@@ -66,6 +68,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AlreadyAdopted",
+    "AlreadyQueued",
     "ElectionError",
     "ElectionUnavailable",
     "FencedStoreUnavailable",
@@ -118,6 +121,18 @@ class RedleaseError(Exception):
             raise TypeError(f"{type(self).__name__} is a base class: raise one of its subclasses")
         super().__init__(message)
         self.name = name
+
+
+class AlreadyQueued(RedleaseError):
+    """A job or task with the same key is queued (or running) already: ``QueueOnce``,
+    ``redlease.rq.enqueue_once``, ``redlease.arq.enqueue_once``. ``countdown`` (also
+    ``remaining``): seconds its lock has left; ``message``: celery-once's text (its exception
+    has the same attributes)."""
+
+    def __init__(self, countdown: float, *, name: str | bytes | None = None) -> None:
+        self.message = f"Expires in {countdown:g} seconds"
+        self.countdown = self.remaining = countdown
+        super().__init__(self.message, name=name)
 
 
 class Unavailable(RedleaseError):

@@ -14,8 +14,9 @@
 ``once_keys``) for ``timeout`` seconds, and enqueues the job with the lock's hand-over token. A
 stock ``rq worker`` runs it: the job adopts the lock on a short lease (``ttl``, renewed while it
 runs), runs the function, and releases the lock when it ends, success or failure. So the same
-call enqueued again while the first is queued or running raises :class:`AlreadyQueued` (or,
-with ``return_existing=True``, returns the existing :class:`rq.job.Job`); a worker killed
+call enqueued again while the first is queued or running raises
+:class:`~redlease.errors.AlreadyQueued` (or, with ``return_existing=True``, returns the existing
+:class:`rq.job.Job`); a worker killed
 mid-job frees the lock within ``ttl``; a copy of the job run while the first runs (a requeued
 job) is skipped, never run beside it (the token is adopted once). Inside the job,
 :func:`current_fence` is the lock's fencing token.
@@ -43,7 +44,7 @@ from rq.job import Job
 
 from ._core import handover, validate
 from ._sync.lock import Lock
-from .errors import AlreadyAdopted, LockLost, LockUnavailable, RedleaseError
+from .errors import AlreadyAdopted, AlreadyQueued, LockLost, LockUnavailable, RedleaseError
 
 __all__ = ["AlreadyQueued", "current_fence", "enqueue_once", "once_key", "run_once"]
 
@@ -70,14 +71,6 @@ _RQ_OPTIONS = frozenset(
         "webhooks",
     ]
 )
-
-
-class AlreadyQueued(RedleaseError):
-    """The same call is queued or running already; ``remaining``: seconds its lock lasts."""
-
-    def __init__(self, remaining: float, *, name: str) -> None:
-        super().__init__(f"{name!r} is queued or running already (its lock: {remaining:.1f} s)")
-        self.remaining, self.name = remaining, name
 
 
 def current_fence() -> int | None:
@@ -147,7 +140,7 @@ def enqueue_once(
         found = _existing(conn, _id_key(prefix, lock.name)) if return_existing else None
         if found is not None:
             return found
-        raise AlreadyQueued(lock.inspect().remaining or 0.0, name=str(lock.name))
+        raise AlreadyQueued(lock.inspect().remaining or 0.0, name=lock.name)
     job_id = options.pop("job_id", None) or str(uuid.uuid4())
     token = lock.detach()
     try:
