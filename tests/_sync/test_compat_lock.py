@@ -197,6 +197,19 @@ def test_waiting_forever_for_a_lock_the_caller_holds_raises(
     lock.release()
 
 
+def test_the_holder_takes_its_lock_again_once_its_timeout_ran_out(
+    client: redis.Redis,
+) -> None:
+    """As redis-py's: a lock with a ``timeout`` is free once it ran out, for its own holder
+    too, which waits no longer than that (not its whole ``blocking_timeout``)."""
+    lock = Lock(client, "self-expired", timeout=1.0)
+    assert lock.acquire()
+    began = time.monotonic()
+    assert lock.acquire(blocking_timeout=6.0)
+    assert time.monotonic() - began < 4.0  # the 1 s lease, with room for a loaded machine
+    lock.release()
+
+
 # -- timeout --------------------------------------------------------------------------------
 def test_timeout_is_the_locks_life_not_renewed(client: redis.Redis) -> None:
     lock = Lock(client, "life", timeout=0.3)
