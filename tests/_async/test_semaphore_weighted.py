@@ -26,7 +26,8 @@ async def test_weighted_permits_are_one_lease(async_client: redis.asyncio.Redis)
     assert len(info.holders) == 1 and len(info.held_by) == 1
     assert not await sem.acquire(permits=3, blocking=False)  # 2 free: all or nothing
     async with sem(permits=2):
-        assert (await sem.inspect()).units == (3, 2)
+        # (holders by lease end: two taken in one millisecond may come in either order)
+        assert sorted((await sem.inspect()).units) == [2, 3]
         with pytest.raises(redlease.NoPermit, match="not 4 permits"):
             async with sem(permits=4):
                 pass  # pragma: no cover

@@ -27,7 +27,8 @@ def test_weighted_permits_are_one_lease(client: redis.Redis) -> None:
     assert len(info.holders) == 1 and len(info.held_by) == 1
     assert not sem.acquire(permits=3, blocking=False)  # 2 free: all or nothing
     with sem(permits=2):
-        assert (sem.inspect()).units == (3, 2)
+        # (holders by lease end: two taken in one millisecond may come in either order)
+        assert sorted((sem.inspect()).units) == [2, 3]
         with pytest.raises(redlease.NoPermit, match="not 4 permits"):
             with sem(permits=4):
                 pass  # pragma: no cover
