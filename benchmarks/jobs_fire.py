@@ -1,10 +1,10 @@
 #!/usr/bin/env python
 """What redlease's job glue costs per fire or enqueue, beside the bare path, in one run.
 
-    .venv/bin/python benchmarks/jobs_fire.py                  # about 30 s
-    .venv/bin/python benchmarks/jobs_fire.py --quick          # smoke run, a few seconds
+    .venv/bin/python benchmarks/jobs_fire.py                  # about 15-45 s
+    .venv/bin/python benchmarks/jobs_fire.py --quick          # smoke run, about 3-5 s
     .venv/bin/python benchmarks/jobs_fire.py --sections rq,arq --json out.json
-    PYTHONPATH=src:/tmp/arqlib /work/venvlow/bin/python benchmarks/jobs_fire.py   # with arq
+    /tmp/arqvenv/bin/python benchmarks/jobs_fire.py          # arq's too: see benchmarks/README.md
 
 One section per framework, run only where it imports (arq 0.28 needs redis-py < 6, so its
 section runs in a venv of its own), each a bare row and the glue's rows beside it:
