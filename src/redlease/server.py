@@ -69,8 +69,8 @@ class ServerStartError(RuntimeError):
 class TLSFiles:
     """PEM files for a TLS-only server: a CA, a server pair and a client pair signed by it.
 
-    :func:`redlease.topology.make_tls_files` generates a set. The server certificate is
-    valid for ``127.0.0.1``, so clients can keep hostname checking on.
+    The repository's ``tests.topology.make_tls_files`` generates a set. The server
+    certificate is valid for ``127.0.0.1``, so clients can keep hostname checking on.
     """
 
     ca_cert: Path
@@ -197,7 +197,8 @@ class RedisServer:
 
     ``tls=`` makes it listen with TLS only (``port`` is then the TLS port, and the plain port
     is closed); ``sentinel=True`` runs it as a Sentinel (``config`` holds the ``sentinel ...``
-    lines). :mod:`redlease.topology` builds clusters and Sentinel groups out of these.
+    lines). The repository's ``tests.topology`` builds clusters and Sentinel groups out of
+    these.
     """
 
     def __init__(

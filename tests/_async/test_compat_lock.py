@@ -26,9 +26,9 @@ from redlease.compat import (
     UnavailableError,
 )
 from redlease.server import RedisServer
-from redlease.topology import RedisClusterServers
 from tests._async.helpers import wait_until
 from tests.support import AsyncTasks
+from tests.topology import RedisClusterServers
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -32,9 +32,9 @@ from redlease._sync.runtime import runtime_for
 from redlease._core.lock import LockKeys
 from redlease._fanout import results as fanout_module
 from redlease.server import RedisServer
-from redlease.topology import RedisClusterServers
 from tests._sync.helpers import wait_until
 from tests.support import Tasks
+from tests.topology import RedisClusterServers
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -40,7 +40,7 @@ import redis
 
 from redlease._core.lock import LockKeys
 from redlease.server import RedisServer
-from redlease.topology import RedisClusterServers
+from tests.topology import RedisClusterServers
 
 from . import worker as worker_mod
 from .history import Report, check, parse

@@ -27,7 +27,7 @@ from redlease.server import (
     find_server_binary,
     free_port,
 )
-from redlease.topology._common import (
+from tests.topology._common import (
     FAILOVER_TIMEOUT,
     LIVE,
     READY_TIMEOUT,
@@ -37,7 +37,7 @@ from redlease.topology._common import (
     probe,
     replica_synced,
 )
-from redlease.topology.cluster_nodes import SLOTS, ClusterNodeInfo, cluster_nodes, key_slot, owns
+from tests.topology.cluster_nodes import SLOTS, ClusterNodeInfo, cluster_nodes, key_slot, owns
 
 __all__ = ["RedisClusterServers"]
 

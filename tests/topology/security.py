@@ -14,7 +14,7 @@ from pathlib import Path
 import redis
 
 from redlease.server import HOST, ServerNotFound, TLSFiles, find_server_binary, free_port
-from redlease.topology._common import TopologyError
+from tests.topology._common import TopologyError
 
 __all__ = [
     "ACLUser",

@@ -13,7 +13,7 @@ import redis.asyncio.sentinel
 import redis.sentinel
 
 from redlease.server import HOST, RedisServer, find_server_binary
-from redlease.topology._common import (
+from tests.topology._common import (
     FAILOVER_TIMEOUT,
     LIVE,
     READY_TIMEOUT,
