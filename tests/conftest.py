@@ -24,12 +24,14 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 
-from redlease.server import RedisServer, ServerNotFound, TLSFiles
+from redlease.server import ServerNotFound
 from tests.support import server_banner, server_older_than
 from tests.topology import (
     ACLUser,
     RedisClusterServers,
+    RedisServer,
     SentinelGroup,
+    TLSFiles,
     acl_user,
     find_tls_server_binary,
     make_tls_files,

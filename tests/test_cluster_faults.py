@@ -19,8 +19,7 @@ import redis.cluster
 import redlease
 from redlease._core.lease import process_id
 from redlease._core.lock import LockKeys
-from redlease.server import RedisServer
-from tests.topology import RedisClusterServers
+from tests.topology import RedisClusterServers, RedisServer
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -22,13 +22,12 @@ def topology() -> ModuleType:
 
 
 def start_servers(count: int) -> list[Any]:
-    """``count`` private servers (all stopped again if one fails to start)."""
-    from redlease.server import RedisServer
-
+    """``count`` private servers (all stopped again if one fails to start): the tests' servers
+    (``tests.topology.RedisServer``), which can be paused."""
     servers: list[Any] = []
     try:
         for _ in range(count):
-            servers.append(RedisServer().start())
+            servers.append(topology().RedisServer().start())
     except BaseException:
         for server in servers:
             server.stop()

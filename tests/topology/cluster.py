@@ -18,15 +18,7 @@ import redis
 import redis.asyncio.cluster
 import redis.cluster
 
-from redlease.server import (
-    HOST,
-    START_ATTEMPTS,
-    RedisServer,
-    ServerStartError,
-    binary_version,
-    find_server_binary,
-    free_port,
-)
+from redlease.server import HOST, START_ATTEMPTS, ServerStartError, find_server_binary, free_port
 from tests.topology._common import (
     FAILOVER_TIMEOUT,
     LIVE,
@@ -38,6 +30,7 @@ from tests.topology._common import (
     replica_synced,
 )
 from tests.topology.cluster_nodes import SLOTS, ClusterNodeInfo, cluster_nodes, key_slot, owns
+from tests.topology.server import RedisServer, binary_version
 
 __all__ = ["RedisClusterServers"]
 

@@ -10,9 +10,9 @@ import redis
 import redis.asyncio.cluster
 import redis.cluster
 
-from redlease.server import RedisServer
 from tests.topology import SLOTS, RedisClusterServers, key_slot
 from tests.topology._common import poll
+from tests.topology.server import RedisServer
 
 
 def _keys_per_master(cluster: RedisClusterServers, count: int) -> dict[int, list[str]]:

@@ -12,8 +12,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from redlease.server import RedisServer, TLSFiles
 from tests.topology import ACLUser
+from tests.topology.server import RedisServer, TLSFiles
 
 NO_RETRY = Retry(NoBackoff(), 0)
 

@@ -23,7 +23,7 @@ pytest.importorskip("waitress")
 
 import redlease.flask  # noqa: E402
 import redlease.wsgi  # noqa: E402
-from redlease.server import RedisServer  # noqa: E402
+from tests.topology import RedisServer  # noqa: E402
 from tests.web.conftest import Decisions  # noqa: E402
 
 pytestmark = pytest.mark.timeout(90)
