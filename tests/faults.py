@@ -14,7 +14,8 @@ import socket
 import threading
 from types import TracebackType
 
-from redlease.server import HOST, RedisServer
+from redlease.server import HOST
+from tests.topology import RedisServer
 
 _TICK = 0.05  # seconds a worker thread waits before re-checking its flags
 

@@ -36,7 +36,7 @@ import redis
 import redlease
 import redlease.asyncio as aredlease
 from redlease._core.lock import LockKeys
-from redlease.server import RedisServer
+from tests.topology import RedisServer
 
 SEED = int(os.environ.get("REDLEASE_IDIOMS_SEED") or random.randrange(2**32))
 RUN = 4.0  # seconds of mixed traffic per part

@@ -16,7 +16,8 @@ import pytest
 import redis
 import redis.asyncio
 
-from redlease.server import ServerNotFound, binary_version, find_server_binary
+from redlease.server import ServerNotFound, find_server_binary
+from tests.topology import binary_version
 
 T = TypeVar("T")
 

@@ -14,8 +14,7 @@ import redis
 import redlease
 import redlease.compat
 from redlease.acl import CLUSTER_COMMANDS, SCRIPT_COMMANDS, acl_rules
-from redlease.server import RedisServer
-from redlease.topology import ACLUser
+from tests.topology import ACLUser, RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -16,7 +16,7 @@ import pytest
 import redis
 
 import redlease
-from redlease.server import RedisServer
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(120)
 SPAWN = multiprocessing.get_context("spawn")

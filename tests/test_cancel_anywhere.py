@@ -16,8 +16,8 @@ import redis.asyncio
 import redlease.asyncio as redlease
 from redlease._async.hub import AsyncHub
 from redlease._compat import AsyncConnections
-from redlease.server import RedisServer
 from tests.cancel_points import KINDS, Plan, Round, path_length, trial
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(180)
 

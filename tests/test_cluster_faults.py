@@ -1,6 +1,6 @@
 """Locks on a Redis Cluster through its faults: slot migration (MOVED/ASK) and failover.
 
-The cluster fixture (3 masters + 3 replicas, ``redlease.topology``) heals itself before each
+The cluster fixture (3 masters + 3 replicas, ``tests.topology``) heals itself before each
 test, so these tests kill and migrate freely. They use the sync API (the Cluster adapter is
 generated from the same asyncio source) with threads for the waiters; every wait is bounded.
 """
@@ -19,8 +19,7 @@ import redis.cluster
 import redlease
 from redlease._core.lease import process_id
 from redlease._core.lock import LockKeys
-from redlease.server import RedisServer
-from redlease.topology import RedisClusterServers
+from tests.topology import RedisClusterServers, RedisServer
 
 pytestmark = pytest.mark.timeout(120)
 

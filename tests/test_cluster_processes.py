@@ -19,7 +19,7 @@ import redis.cluster
 import redlease
 import redlease.asyncio
 from redlease.server import HOST
-from redlease.topology import RedisClusterServers
+from tests.topology import RedisClusterServers
 
 pytestmark = pytest.mark.timeout(180)
 SPAWN = multiprocessing.get_context("spawn")

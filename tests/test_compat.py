@@ -19,7 +19,7 @@ from redis.exceptions import TimeoutError
 
 import redlease._compat as compat
 from redlease._compat import DEFAULT_SOCKET_TIMEOUT, REDIS_FLOOR, AsyncConnections, Connections
-from redlease.server import RedisServer
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

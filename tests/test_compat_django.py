@@ -22,8 +22,8 @@ from django_redis.client import DefaultClient  # noqa: E402
 
 import redlease  # noqa: E402
 import redlease.compat  # noqa: E402
-from redlease.server import RedisServer  # noqa: E402
 from tests.support import Tasks  # noqa: E402
+from tests.topology import RedisServer  # noqa: E402
 
 
 @pytest.fixture

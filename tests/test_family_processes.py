@@ -21,7 +21,7 @@ import redis.asyncio
 
 import redlease
 import redlease.asyncio
-from redlease.server import RedisServer
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(180)
 SPAWN = multiprocessing.get_context("spawn")

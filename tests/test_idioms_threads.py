@@ -17,7 +17,6 @@ import pytest
 import redis
 
 import redlease
-from redlease.server import RedisServer
 from tests.idioms import (
     DROP_TTL,
     ENTER,
@@ -40,6 +39,7 @@ from tests.idioms import (
     wait_child,
     worker_clients,
 )
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,5 +1,5 @@
 """The shell's modules import one another without a circle, deferred imports included; no
-module of the package uses another module's private names."""
+module of the package uses another module's private names, or imports the tests' support."""
 
 from __future__ import annotations
 
@@ -81,6 +81,29 @@ def test_a_circle_is_found_even_through_a_deferred_import(tmp_path: Path, deferr
         "pkg.cluster": imports_of(cluster, "pkg.cluster") & {"pkg.client"},
     }
     assert a_circle(graph) == ["pkg.client", "pkg.cluster", "pkg.client"]
+
+
+def imports_of_the_tests(package: Path) -> list[str]:
+    """Each module of ``package`` that imports the tests' support (``tests``, not installed:
+    the installed package would fail to import it)."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        module = ".".join(path.relative_to(package.parent).with_suffix("").parts)
+        names = imports_of(path, module)
+        if any(name == "tests" or name.startswith("tests.") for name in names):
+            found.append(path.relative_to(package.parent).as_posix())
+    return found
+
+
+def test_the_package_never_imports_the_tests_support() -> None:
+    assert imports_of_the_tests(SRC / "redlease") == []
+
+
+def test_twin_a_package_importing_the_tests_topology_is_found(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "demo.py").write_text("def f():\n    from tests.topology import X\n")
+    (tmp_path / "pkg" / "ok.py").write_text("from .tests_like import y\n")
+    assert imports_of_the_tests(tmp_path / "pkg") == ["pkg/demo.py"]
 
 
 # -- private names ---------------------------------------------------------------------------

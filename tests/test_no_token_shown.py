@@ -17,7 +17,7 @@ import redlease
 from redlease._core import holder
 from redlease.cli import main
 from redlease.cli.top import snapshot
-from redlease.server import RedisServer
+from tests.topology import RedisServer
 
 SECRET = re.compile(rb"[0-9a-f]{12}\.([0-9a-f]{32})")  # <process id>.<128 random bits>
 NAMES = ("t:lock", "t:sem", "t:rw", "t:leader", "t:job")

@@ -18,7 +18,7 @@ import redis.asyncio
 import redlease
 import redlease.asyncio
 from redlease import _synchronization
-from redlease.server import RedisServer
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from redlease.server import RedisServer
+from tests.topology import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(120)

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 import redlease
 from redlease._core.lock import LockKeys
-from redlease.server import RedisServer
 from tests.support import Tasks
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(300)
 KEYS = LockKeys.build("redlease", b"fenced")

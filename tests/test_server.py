@@ -1,4 +1,6 @@
-"""Tests of redlease.server and tests/faults.py against real server processes."""
+"""Tests of redlease.server (the demo's server: the tests here that build a ``RedisServer``
+themselves), of the tests' server on top of it (``make_server``: tests.topology.RedisServer,
+its faults and persistence) and of tests/faults.py, against real server processes."""
 
 from __future__ import annotations
 

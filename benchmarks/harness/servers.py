@@ -4,18 +4,30 @@ server (its name, its command counters) or clean up on one they did not start.""
 from __future__ import annotations
 
 import contextlib
+import importlib
+import sys
 from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 
-def start_servers(count: int) -> list[Any]:
-    """``count`` private servers (all stopped again if one fails to start)."""
-    from redlease.server import RedisServer
+def topology() -> ModuleType:
+    """``tests.topology`` (Redis Cluster and Sentinel groups on 127.0.0.1): the tests' support,
+    not installed with redlease, so the repository's root is put on ``sys.path`` for it."""
+    root = str(Path(__file__).resolve().parents[2])
+    if root not in sys.path:
+        sys.path.append(root)
+    return importlib.import_module("tests.topology")
 
+
+def start_servers(count: int) -> list[Any]:
+    """``count`` private servers (all stopped again if one fails to start): the tests' servers
+    (``tests.topology.RedisServer``), which can be paused."""
     servers: list[Any] = []
     try:
         for _ in range(count):
-            servers.append(RedisServer().start())
+            servers.append(topology().RedisServer().start())
     except BaseException:
         for server in servers:
             server.stop()

@@ -12,7 +12,7 @@ import logging
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from . import _observe
 from ._core import breaker as breakers
@@ -24,7 +24,9 @@ from ._sync.ratelimit import RateLimiter
 from ._synchronization import ProcessLock
 from .errors import RateLimitUnavailable
 
-__all__ = ["RequestLimit", "breaker_of"]
+__all__ = ["RequestLimit", "breaker_of", "given_client", "key_or"]
+
+K = TypeVar("K", bound=Callable[..., Any])
 
 _breakers: weakref.WeakKeyDictionary[Any, breakers.Breaker] = weakref.WeakKeyDictionary()
 _guard = ProcessLock()
@@ -38,6 +40,25 @@ def breaker_of(client: Any, backoff: float) -> breakers.Breaker:
         if found is None:
             found = _breakers[client] = breakers.Breaker(backoff)
     return found
+
+
+def key_or(default: K, key: Any, of: str) -> K:
+    """The subject of a request: ``key`` once checked to be a function (of ``of``: "the
+    request", "the environ"), or ``default`` when it is None."""
+    if key is None:
+        return default
+    if not callable(key):
+        raise TypeError(f"key must be a function of {of}, got {type(key).__name__}")
+    return key  # type: ignore[no-any-return]
+
+
+def given_client(client: Any, backoff: Any) -> dict[str, Callable[[], Any]]:
+    """``client_of`` and ``backoff_of`` of limits on a client given when the app is set up
+    (Flask, WSGI; Django finds its own from settings), both checked now."""
+    if client is None:
+        raise TypeError("client must be a redis-py client (redis.Redis), got None")
+    seconds = breakers.backoff(backoff)
+    return {"client_of": lambda: client, "backoff_of": lambda: seconds}
 
 
 class RequestLimit:

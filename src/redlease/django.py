@@ -46,7 +46,7 @@ from django.utils.module_loading import import_string
 
 from ._core import breaker as breakers
 from ._core import ratelimit_http as http
-from ._request_limit import RequestLimit
+from ._request_limit import RequestLimit, key_or
 from ._synchronization import ProcessLock
 
 __all__ = [
@@ -138,9 +138,7 @@ class _Check:
         key = options.pop("key")
         if isinstance(key, str):
             key = import_string(key)
-        if key is not None and not callable(key):
-            raise TypeError(f"key must be a function of the request, got {type(key).__name__}")
-        self.key: Key = client_address if key is None else key
+        self.key: Key = key_or(client_address, key, "the request")
         conn = options.pop("client")
         self.limit = RequestLimit(
             rate,

@@ -36,7 +36,7 @@ import flask
 
 from ._core import breaker as breakers
 from ._core import ratelimit_http as http
-from ._request_limit import RequestLimit
+from ._request_limit import RequestLimit, given_client, key_or
 
 __all__ = ["Key", "RateLimit", "client_address"]
 
@@ -85,14 +85,10 @@ class RateLimit:
         mode: str = "enforce",
         backoff: float = breakers.BACKOFF,
     ) -> None:
-        if client is None:
-            raise TypeError("client must be a redis-py client (redis.Redis), got None")
-        self.key = _key(key)
-        seconds = breakers.backoff(backoff)
+        self.key = key_or(client_address, key, "the request")
         self._defaults: dict[str, Any] = {
             "on_unavailable": http.on_unavailable(on_unavailable),
-            "client_of": lambda: client,
-            "backoff_of": lambda: seconds,
+            **given_client(client, backoff),
             "algorithm": algorithm,
             "prefix": prefix,
             "mode": mode,
@@ -146,7 +142,7 @@ class RateLimit:
         unknown = set(options) - {"on_unavailable", "algorithm", "prefix", "mode"}
         if unknown:
             raise TypeError(f"limit() got unexpected options: {sorted(unknown)}")
-        subject_of = self.key if key is None else _key(key)
+        subject_of = key_or(self.key, key, "the request")
         settings = {**self._defaults, **options}
         RequestLimit(rate, name or "view", cost=cost, burst=burst, **settings)  # bad: fail now
 
@@ -178,11 +174,3 @@ class RateLimit:
             return limited
 
         return decorate
-
-
-def _key(key: Any) -> Key:
-    if key is None:
-        return client_address
-    if not callable(key):
-        raise TypeError(f"key must be a function of the request, got {type(key).__name__}")
-    return key  # type: ignore[no-any-return]

@@ -26,7 +26,7 @@ from typing import Any
 
 from ._core import breaker as breakers
 from ._core import ratelimit_http as http
-from ._request_limit import RequestLimit
+from ._request_limit import RequestLimit, given_client, key_or
 
 __all__ = ["Environ", "Key", "RateLimitMiddleware", "client_address", "header", "respond"]
 
@@ -93,14 +93,10 @@ class RateLimitMiddleware:
         mode: str = "enforce",
         backoff: float = breakers.BACKOFF,
     ) -> None:
-        if key is not None and not callable(key):
-            raise TypeError(f"key must be a function of the environ, got {type(key).__name__}")
-        seconds = breakers.backoff(backoff)
-        self.app, self.key = app, client_address if key is None else key
+        self.app, self.key = app, key_or(client_address, key, "the environ")
         self.limit = RequestLimit(
-            rate, name, on_unavailable=on_unavailable, client_of=lambda: client,
-            backoff_of=lambda: seconds, cost=cost, algorithm=algorithm, burst=burst,
-            prefix=prefix, mode=mode,
+            rate, name, on_unavailable=on_unavailable, cost=cost, algorithm=algorithm,
+            burst=burst, prefix=prefix, mode=mode, **given_client(client, backoff),
         )  # fmt: skip
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:

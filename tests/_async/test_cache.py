@@ -22,9 +22,9 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 import redlease.asyncio as redlease
 from redlease._core import cache
 from redlease.metrics import Observer, OpenTelemetryMetrics, PrometheusMetrics, use
-from redlease.topology import RedisClusterServers
 from tests._async.helpers import wait_until
 from tests.support import AsyncTasks
+from tests.topology import RedisClusterServers
 
 pytestmark = pytest.mark.timeout(60)
 

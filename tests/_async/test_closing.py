@@ -13,9 +13,9 @@ import redis.asyncio
 
 import redlease.asyncio as redlease
 from redlease._core.lock import LockKeys
-from redlease.server import RedisServer
 from tests._async.helpers import wait_until
 from tests.support import AsyncTasks
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 import redlease.asyncio as redlease
-from redlease.topology import RedisClusterServers
 from tests._async.helpers import wait_until
 from tests.support import AsyncTasks
+from tests.topology import RedisClusterServers
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -14,8 +14,8 @@ import redis.asyncio.lock
 import redlease
 import redlease.asyncio
 from redlease.compat import AsyncLock, LockNotOwnedError
-from redlease.topology import RedisClusterServers
 from tests.support import AsyncTasks
+from tests.topology import RedisClusterServers
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -25,10 +25,9 @@ from redlease.compat import (
     NotHeldError,
     UnavailableError,
 )
-from redlease.server import RedisServer
-from redlease.topology import RedisClusterServers
 from tests._async.helpers import wait_until
 from tests.support import AsyncTasks
+from tests.topology import RedisClusterServers, RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -14,9 +14,9 @@ from redis.exceptions import ClusterCrossSlotError, RedisClusterException
 import redlease.asyncio as redlease
 from redlease._core.inventory import InventoryKeys
 from redlease._core.lock import LockKeys
-from redlease.topology import RedisClusterServers
 from tests._async.helpers import wait_until
 from tests.support import AsyncTasks
+from tests.topology import RedisClusterServers
 
 pytestmark = pytest.mark.timeout(60)
 

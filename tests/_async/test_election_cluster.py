@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from redlease.topology import RedisClusterServers
 from tests._async.helpers import skipped
 from tests._async.test_election import *  # noqa: F403 - the tests to run again
+from tests.topology import RedisClusterServers
 
 _STANDALONE = "runs on the standalone server only"
 

@@ -17,9 +17,8 @@ import redis.asyncio
 
 import redlease.asyncio as redlease
 from redlease.acl import acl_rules
-from redlease.server import RedisServer
-from redlease.topology import ACLUser
 from tests.support import AsyncTasks
+from tests.topology import ACLUser, RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

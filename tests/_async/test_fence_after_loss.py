@@ -19,8 +19,8 @@ import redis.asyncio
 import redlease.asyncio as redlease
 from redlease._core.lock import LockKeys
 from redlease._core.once import OnceKeys
-from redlease.server import RedisServer
 from tests.support import AsyncTasks
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from redlease.topology import RedisClusterServers
 from tests._async.helpers import skipped
 from tests._async.test_fencing import *  # noqa: F403 - the tests to run again
+from tests.topology import RedisClusterServers
 
 _NOT_HERE = "argument checks, pure key layout or a private server: nothing cluster-specific"
 

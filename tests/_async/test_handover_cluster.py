@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from redlease.topology import RedisClusterServers
 from tests._async.test_handover import *  # noqa: F403 - the tests to run again
+from tests.topology import RedisClusterServers
 
 
 @pytest.fixture

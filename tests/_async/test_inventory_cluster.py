@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from redlease.topology import RedisClusterServers
 from tests._async.helpers import skipped
 from tests._async.test_inventory_errors import *  # noqa: F403 - the tests to run again
 from tests._async.test_inventory_orders import *  # noqa: F403 - the tests to run again
@@ -20,6 +19,7 @@ from tests._async.test_inventory_reserve import *  # noqa: F403 - the tests to r
 from tests._async.test_inventory_reserve_command import *  # noqa: F403 - the tests to run again
 from tests._async.test_inventory_retention import *  # noqa: F403 - the tests to run again
 from tests._async.test_inventory_withdraw import *  # noqa: F403 - the tests to run again
+from tests.topology import RedisClusterServers
 
 _NOT_HERE = "argument checks or a private server's faults: nothing cluster-specific"
 _KEYS = "lists keys with KEYS *, which a cluster client asks of one node (layout: one server)"

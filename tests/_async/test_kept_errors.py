@@ -30,10 +30,9 @@ from redlease._async.cluster_pubsub import _NodeSubscriptions, _ShardedSubscript
 from redlease._async.runtime import runtime_for
 from redlease._core.lock import LockKeys
 from redlease._fanout import results as fanout_module
-from redlease.server import RedisServer
-from redlease.topology import RedisClusterServers
 from tests._async.helpers import wait_until
 from tests.support import AsyncTasks
+from tests.topology import RedisClusterServers, RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

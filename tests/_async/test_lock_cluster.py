@@ -24,7 +24,6 @@ from redlease._async import cluster_renewal
 from redlease._async.cluster import AsyncClusterBackend
 from redlease._async.runtime import runtime_for
 from redlease._core.lease import process_id
-from redlease.topology import RedisClusterServers, key_slot
 from tests._async.helpers import skipped, wait_until
 from tests._async.lock_helpers import hold_until, keys, queued
 from tests._async.test_lock_arguments import *  # noqa: F403 - the tests to run again
@@ -35,6 +34,7 @@ from tests._async.test_lock_outages import *  # noqa: F403 - the tests to run ag
 from tests._async.test_lock_waiting import *  # noqa: F403 - the tests to run again
 from tests._async.test_lock_watchdog import *  # noqa: F403 - the tests to run again
 from tests.support import AsyncTasks
+from tests.topology import RedisClusterServers, key_slot
 
 _SERVER_FAULTS = "injects faults into one private server; cluster faults: test_cluster_faults.py"
 

@@ -13,9 +13,9 @@ import pytest
 import redis.asyncio
 
 import redlease.asyncio as redlease
-from redlease.topology import SentinelGroup
 from tests._async.lock_helpers import keys
 from tests.support import needs_server
+from tests.topology import SentinelGroup
 
 pytestmark = pytest.mark.timeout(60)
 

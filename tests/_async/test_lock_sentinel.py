@@ -1,6 +1,6 @@
 """Locks through ``Sentinel(...).master_for()`` clients, before and after a failover.
 
-The Sentinel fixture (master + 2 replicas + 3 sentinels, ``redlease.topology``) heals itself
+The Sentinel fixture (master + 2 replicas + 3 sentinels, ``tests.topology``) heals itself
 before each test. The backend builds its private pool from the client's own (a Sentinel pool:
 it asks the sentinels for the master), so scripts and the waiters' subscription follow the
 master after a failover.
@@ -14,11 +14,11 @@ import time
 import pytest
 
 import redlease.asyncio as redlease
-from redlease.topology import SentinelGroup
 from tests._async.helpers import wait_until
 from tests._async.lock_helpers import hold_until, keys
 from tests._async.test_logging import events
 from tests.support import AsyncTasks
+from tests.topology import SentinelGroup
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from redlease.server import RedisServer, embedded_binary
+from redlease.server import embedded_binary
 from tests._async.helpers import skipped
 from tests._async.test_lock_arguments import *  # noqa: F403 - the tests to run again
 from tests._async.test_lock_basics import *  # noqa: F403 - the tests to run again
@@ -21,6 +21,7 @@ from tests._async.test_lock_fencing import *  # noqa: F403 - the tests to run ag
 from tests._async.test_lock_outages import *  # noqa: F403 - the tests to run again
 from tests._async.test_lock_waiting import *  # noqa: F403 - the tests to run again
 from tests._async.test_lock_watchdog import *  # noqa: F403 - the tests to run again
+from tests.topology import RedisServer
 
 valkey_asyncio = pytest.importorskip("valkey.asyncio")
 

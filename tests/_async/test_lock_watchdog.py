@@ -10,10 +10,10 @@ import redis.asyncio
 
 import redlease.asyncio as redlease
 from redlease._core.lease import Holding
-from redlease.server import RedisServer
 from tests._async.helpers import wait_until
 from tests._async.lock_helpers import is_free, keys, paused_after_the_grant
 from tests.support import AsyncTasks, coroutine_callback
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -15,9 +15,9 @@ import redis.asyncio
 from redis.exceptions import ConnectionError, TimeoutError
 
 import redlease.asyncio as redlease
-from redlease.server import RedisServer
 from tests._async.helpers import wait_until
 from tests.support import AsyncTasks, a_coroutine_function, a_plain_function
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

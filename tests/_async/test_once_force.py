@@ -12,9 +12,9 @@ import pytest
 import redis.asyncio
 
 import redlease.asyncio as redlease
-from redlease.server import RedisServer
 from tests._async.helpers import wait_until
 from tests.support import AsyncTasks
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

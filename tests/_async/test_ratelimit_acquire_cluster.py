@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from redlease.topology import RedisClusterServers
 from tests._async.helpers import skipped
 from tests._async.test_ratelimit_acquire import *  # noqa: F403 - the tests to run again
+from tests.topology import RedisClusterServers
 
 _NOT_HERE = "argument checks or a private server's command count: nothing cluster-specific"
 

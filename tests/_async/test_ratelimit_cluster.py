@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from redlease.topology import RedisClusterServers
 from tests._async.helpers import skipped
 from tests._async.test_ratelimit import *  # noqa: F403 - the tests to run again
+from tests.topology import RedisClusterServers
 
 _NOT_HERE = "argument checks or a private server's faults: nothing cluster-specific"
 _KEYS = "lists keys with KEYS *, which a cluster client asks of one node (layout: one server)"

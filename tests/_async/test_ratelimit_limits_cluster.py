@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 import redlease.asyncio as redlease
-from redlease.topology import RedisClusterServers
 from tests._async.helpers import skipped
 from tests._async.test_ratelimit_limits import *  # noqa: F403 - the tests to run again
+from tests.topology import RedisClusterServers
 
 _NOT_HERE = "argument checks only: nothing cluster-specific"
 

@@ -14,10 +14,10 @@ from redlease._async.redlock_servers import AsyncRedlockServers
 from redlease._core.lease import Holding
 from redlease._core.lock import ACQUIRE_RESERVING, LockKeys
 from redlease._core.scripts import Script
-from redlease.server import RedisServer
 from tests._async.helpers import wait_until
 from tests._async.lock_helpers import paused_after_the_grant
 from tests.support import AsyncTasks
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(90)
 KEYS = LockKeys.build("redlease", b"res")

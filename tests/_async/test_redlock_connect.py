@@ -21,7 +21,7 @@ import redis.asyncio
 import redlease.asyncio as redlease
 from redlease._async import redlock_servers as servers_module
 from redlease._async.client import AsyncBackend
-from redlease.server import RedisServer
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 # Longer than the old path took to give up (sync: three handshakes in turn, 0.1 s each,

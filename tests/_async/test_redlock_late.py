@@ -17,8 +17,8 @@ from redlease._core import redlock as core
 from redlease._core import redlock_argv
 from redlease._core.lock import RELEASE, LockKeys
 from redlease._fanout import Late
-from redlease.server import RedisServer
 from tests._async.helpers import wait_until
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 TIMED = LockKeys.build("redlease", b"timed")

@@ -20,9 +20,9 @@ import redlease.asyncio as redlease
 from redlease._async.cluster import AsyncClusterBackend
 from redlease._async.runtime import runtime_for
 from redlease._core.lock import LockKeys
-from redlease.topology import RedisClusterServers
 from tests._async.helpers import wait_until
 from tests.support import AsyncTasks
+from tests.topology import RedisClusterServers
 
 valkey_asyncio_cluster = pytest.importorskip("valkey.asyncio.cluster")
 

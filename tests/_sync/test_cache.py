@@ -23,9 +23,9 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 import redlease as redlease
 from redlease._core import cache
 from redlease.metrics import Observer, OpenTelemetryMetrics, PrometheusMetrics, use
-from redlease.topology import RedisClusterServers
 from tests._sync.helpers import wait_until
 from tests.support import Tasks
+from tests.topology import RedisClusterServers
 
 pytestmark = pytest.mark.timeout(60)
 

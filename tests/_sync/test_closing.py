@@ -14,9 +14,9 @@ import redis
 
 import redlease as redlease
 from redlease._core.lock import LockKeys
-from redlease.server import RedisServer
 from tests._sync.helpers import wait_until
 from tests.support import Tasks
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

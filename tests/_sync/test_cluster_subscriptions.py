@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 import redlease as redlease
-from redlease.topology import RedisClusterServers
 from tests._sync.helpers import wait_until
 from tests.support import Tasks
+from tests.topology import RedisClusterServers
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -15,8 +15,8 @@ import redis.lock
 import redlease
 import redlease
 from redlease.compat import Lock, LockNotOwnedError
-from redlease.topology import RedisClusterServers
 from tests.support import Tasks
+from tests.topology import RedisClusterServers
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -15,9 +15,9 @@ from redis.exceptions import ClusterCrossSlotError, RedisClusterException
 import redlease as redlease
 from redlease._core.inventory import InventoryKeys
 from redlease._core.lock import LockKeys
-from redlease.topology import RedisClusterServers
 from tests._sync.helpers import wait_until
 from tests.support import Tasks
+from tests.topology import RedisClusterServers
 
 pytestmark = pytest.mark.timeout(60)
 

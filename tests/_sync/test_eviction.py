@@ -18,9 +18,8 @@ import redis
 
 import redlease as redlease
 from redlease.acl import acl_rules
-from redlease.server import RedisServer
-from redlease.topology import ACLUser
 from tests.support import Tasks
+from tests.topology import ACLUser, RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

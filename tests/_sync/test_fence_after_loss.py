@@ -20,8 +20,8 @@ import redis
 import redlease as redlease
 from redlease._core.lock import LockKeys
 from redlease._core.once import OnceKeys
-from redlease.server import RedisServer
 from tests.support import Tasks
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

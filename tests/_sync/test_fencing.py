@@ -13,8 +13,8 @@ from redis.exceptions import RedisError
 import redlease as redlease
 from redlease._core.fencing import FencedKeys
 from redlease._core.lock import LockKeys
-from redlease.server import RedisServer
 from tests._sync.helpers import wait_until
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

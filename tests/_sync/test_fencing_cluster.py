@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from redlease.topology import RedisClusterServers
 from tests._sync.helpers import skipped
 from tests._sync.test_fencing import *  # noqa: F403 - the tests to run again
+from tests.topology import RedisClusterServers
 
 _NOT_HERE = "argument checks, pure key layout or a private server: nothing cluster-specific"
 

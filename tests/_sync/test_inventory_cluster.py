@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from redlease.topology import RedisClusterServers
 from tests._sync.helpers import skipped
 from tests._sync.test_inventory_errors import *  # noqa: F403 - the tests to run again
 from tests._sync.test_inventory_orders import *  # noqa: F403 - the tests to run again
@@ -21,6 +20,7 @@ from tests._sync.test_inventory_reserve import *  # noqa: F403 - the tests to ru
 from tests._sync.test_inventory_reserve_command import *  # noqa: F403 - the tests to run again
 from tests._sync.test_inventory_retention import *  # noqa: F403 - the tests to run again
 from tests._sync.test_inventory_withdraw import *  # noqa: F403 - the tests to run again
+from tests.topology import RedisClusterServers
 
 _NOT_HERE = "argument checks or a private server's faults: nothing cluster-specific"
 _KEYS = "lists keys with KEYS *, which a cluster client asks of one node (layout: one server)"

@@ -31,10 +31,9 @@ from redlease._sync.cluster_pubsub import _NodeSubscriptions, _ShardedSubscripti
 from redlease._sync.runtime import runtime_for
 from redlease._core.lock import LockKeys
 from redlease._fanout import results as fanout_module
-from redlease.server import RedisServer
-from redlease.topology import RedisClusterServers
 from tests._sync.helpers import wait_until
 from tests.support import Tasks
+from tests.topology import RedisClusterServers, RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

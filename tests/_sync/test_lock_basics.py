@@ -11,10 +11,10 @@ import pytest
 import redis
 
 import redlease as redlease
-from redlease.server import RedisServer
 from tests._sync.helpers import wait_until
 from tests._sync.lock_helpers import keys
 from tests.support import Tasks
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

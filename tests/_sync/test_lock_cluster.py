@@ -25,7 +25,6 @@ from redlease._sync import cluster_renewal
 from redlease._sync.cluster import ClusterBackend
 from redlease._sync.runtime import runtime_for
 from redlease._core.lease import process_id
-from redlease.topology import RedisClusterServers, key_slot
 from tests._sync.helpers import skipped, wait_until
 from tests._sync.lock_helpers import hold_until, keys, queued
 from tests._sync.test_lock_arguments import *  # noqa: F403 - the tests to run again
@@ -36,6 +35,7 @@ from tests._sync.test_lock_outages import *  # noqa: F403 - the tests to run aga
 from tests._sync.test_lock_waiting import *  # noqa: F403 - the tests to run again
 from tests._sync.test_lock_watchdog import *  # noqa: F403 - the tests to run again
 from tests.support import Tasks
+from tests.topology import RedisClusterServers, key_slot
 
 _SERVER_FAULTS = "injects faults into one private server; cluster faults: test_cluster_faults.py"
 

@@ -14,9 +14,9 @@ import pytest
 import redis
 
 import redlease as redlease
-from redlease.topology import SentinelGroup
 from tests._sync.lock_helpers import keys
 from tests.support import needs_server
+from tests.topology import SentinelGroup
 
 pytestmark = pytest.mark.timeout(60)
 

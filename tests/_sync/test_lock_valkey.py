@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from redlease.server import RedisServer, embedded_binary
+from redlease.server import embedded_binary
 from tests._sync.helpers import skipped
 from tests._sync.test_lock_arguments import *  # noqa: F403 - the tests to run again
 from tests._sync.test_lock_basics import *  # noqa: F403 - the tests to run again
@@ -22,6 +22,7 @@ from tests._sync.test_lock_fencing import *  # noqa: F403 - the tests to run aga
 from tests._sync.test_lock_outages import *  # noqa: F403 - the tests to run again
 from tests._sync.test_lock_waiting import *  # noqa: F403 - the tests to run again
 from tests._sync.test_lock_watchdog import *  # noqa: F403 - the tests to run again
+from tests.topology import RedisServer
 
 valkey_asyncio = pytest.importorskip("valkey")
 

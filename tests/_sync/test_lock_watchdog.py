@@ -11,10 +11,10 @@ import redis
 
 import redlease as redlease
 from redlease._core.lease import Holding
-from redlease.server import RedisServer
 from tests._sync.helpers import wait_until
 from tests._sync.lock_helpers import is_free, keys, paused_after_the_grant
 from tests.support import Tasks, coroutine_callback
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -16,9 +16,9 @@ import redis
 from redis.exceptions import ConnectionError, TimeoutError
 
 import redlease as redlease
-from redlease.server import RedisServer
 from tests._sync.helpers import wait_until
 from tests.support import Tasks, a_coroutine_function, a_plain_function
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 import redlease as redlease
-from redlease.topology import RedisClusterServers
 from tests._sync.helpers import skipped
 from tests._sync.test_once import *  # noqa: F403 - the tests to run again
+from tests.topology import RedisClusterServers
 
 _NOT_HERE = "argument checks or a private server: nothing cluster-specific"
 

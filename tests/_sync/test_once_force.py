@@ -13,9 +13,9 @@ import pytest
 import redis
 
 import redlease as redlease
-from redlease.server import RedisServer
 from tests._sync.helpers import wait_until
 from tests.support import Tasks
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -15,10 +15,10 @@ from redlease._sync.redlock_servers import RedlockServers
 from redlease._core.lease import Holding
 from redlease._core.lock import ACQUIRE_RESERVING, LockKeys
 from redlease._core.scripts import Script
-from redlease.server import RedisServer
 from tests._sync.helpers import wait_until
 from tests._sync.lock_helpers import paused_after_the_grant
 from tests.support import Tasks
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(90)
 KEYS = LockKeys.build("redlease", b"res")

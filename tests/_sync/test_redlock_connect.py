@@ -22,7 +22,7 @@ import redis
 import redlease as redlease
 from redlease._sync import redlock_servers as servers_module
 from redlease._sync.client import Backend
-from redlease.server import RedisServer
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 # Longer than the old path took to give up (sync: three handshakes in turn, 0.1 s each,

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from redlease.topology import RedisClusterServers
 from tests._sync.helpers import skipped
 from tests._sync.test_semaphore_weighted import *  # noqa: F403 - the tests to run again
+from tests.topology import RedisClusterServers
 
 _STANDALONE = "runs on the standalone server only"
 

@@ -21,9 +21,9 @@ import redlease as redlease
 from redlease._sync.cluster import ClusterBackend
 from redlease._sync.runtime import runtime_for
 from redlease._core.lock import LockKeys
-from redlease.topology import RedisClusterServers
 from tests._sync.helpers import wait_until
 from tests.support import Tasks
+from tests.topology import RedisClusterServers
 
 valkey_asyncio_cluster = pytest.importorskip("valkey.cluster")
 

@@ -25,7 +25,7 @@ pytest.importorskip("apscheduler")
 
 import redis
 
-from redlease.server import RedisServer
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(90)
 ROOT = Path(__file__).resolve().parents[2]

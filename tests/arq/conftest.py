@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from redlease.server import RedisServer
+from tests.topology import RedisServer
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -20,7 +20,7 @@ pytest.importorskip("celery")
 
 import redis
 
-from redlease.server import RedisServer
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(120)
 ROOT = Path(__file__).resolve().parents[2]

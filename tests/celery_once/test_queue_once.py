@@ -24,7 +24,7 @@ celery = pytest.importorskip("celery")
 import redis  # noqa: E402
 
 from redlease.celery import AlreadyQueued, QueueOnce, queue_once_key  # noqa: E402
-from redlease.server import RedisServer  # noqa: E402
+from tests.topology import RedisServer  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 ROOT = Path(__file__).resolve().parents[2]

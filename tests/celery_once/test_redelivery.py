@@ -21,7 +21,7 @@ pytest.importorskip("celery")
 
 import redis
 
-from redlease.server import RedisServer
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(180)
 ROOT = Path(__file__).resolve().parents[2]

@@ -39,8 +39,7 @@ from typing import Any
 import redis
 
 from redlease._core.lock import LockKeys
-from redlease.server import RedisServer
-from redlease.topology import RedisClusterServers
+from tests.topology import RedisClusterServers, RedisServer
 
 from . import worker as worker_mod
 from .history import Report, check, parse

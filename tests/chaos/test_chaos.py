@@ -17,10 +17,10 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from redlease.server import RedisServer
 from tests.chaos.harness import ChaosConfig, run, summary
 from tests.chaos.proxy import ChaosProxy
 from tests.chaos.schedule import CLUSTER_KINDS, KINDS
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(240)
 

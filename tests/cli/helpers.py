@@ -9,7 +9,7 @@ from typing import Any
 
 from redlease._core.lock import LockKeys
 from redlease.cli import main
-from redlease.server import RedisServer
+from tests.topology import RedisServer
 
 PY = sys.executable
 REFUSED_URL = "redis://127.0.0.1:1"  # nothing listens on port 1

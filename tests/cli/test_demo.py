@@ -10,8 +10,8 @@ import redis
 
 from redlease.cli import main
 from redlease.cli.demo.counter import handoff_latencies
-from redlease.server import RedisServer
 from tests.cli.helpers import REFUSED_URL, cli
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -11,7 +11,7 @@ import redis
 
 from redlease.cli import main
 from redlease.cli.demo import report
-from redlease.server import RedisServer
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -11,8 +11,8 @@ import redis
 
 import redlease
 from redlease.cli import main
-from redlease.server import RedisServer
 from tests.cli.helpers import REFUSED_URL, cli, keys, wait_for
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

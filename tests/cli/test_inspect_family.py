@@ -10,7 +10,7 @@ import redis
 
 import redlease
 from redlease.cli import main
-from redlease.server import RedisServer
+from tests.topology import RedisServer
 
 
 def inspect(server: RedisServer, capsys: pytest.CaptureFixture[str], *args: str) -> Any:

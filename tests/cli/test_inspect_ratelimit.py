@@ -9,7 +9,7 @@ import redis
 
 import redlease
 from redlease.cli import main
-from redlease.server import RedisServer
+from tests.topology import RedisServer
 
 
 @pytest.mark.parametrize("algorithm", ["fixed", "sliding", "gcra", "token_bucket"])

@@ -11,8 +11,8 @@ import pytest
 import redis
 
 from redlease.cli import main
-from redlease.server import RedisServer
 from tests.cli.helpers import PY, REFUSED_URL, py
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -17,8 +17,8 @@ import redis
 
 import redlease
 from redlease.cli import main
-from redlease.server import RedisServer
 from tests.cli.helpers import wait_for
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -17,7 +17,7 @@ import redis
 import redlease
 from redlease.cli import EX_PIPE, main
 from redlease.cli._kinds import KINDS
-from redlease.server import RedisServer
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

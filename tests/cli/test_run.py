@@ -17,8 +17,8 @@ import pytest
 import redis
 
 import redlease
-from redlease.server import RedisServer
 from tests.cli.helpers import PY, cli, keys, py, wait_for
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -22,7 +22,7 @@ import redis
 import redlease
 from redlease.cli import main
 from redlease.cli.top import snapshot
-from redlease.server import RedisServer
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -19,8 +19,7 @@ import redis.cluster
 import redlease
 from redlease.cli import main
 from redlease.cli._connection import make_client, parse_url, redact
-from redlease.server import RedisServer, TLSFiles
-from redlease.topology import RedisClusterServers, SentinelGroup
+from tests.topology import RedisClusterServers, RedisServer, SentinelGroup, TLSFiles
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -30,7 +30,7 @@ from hypothesis.errors import Flaky
 
 import redlease
 from redlease._core.inventory import InventoryKeys
-from redlease.server import RedisServer
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(120)
 SPAWN = multiprocessing.get_context("spawn")

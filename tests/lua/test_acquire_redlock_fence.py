@@ -11,8 +11,8 @@ import redis
 
 from redlease._core.lock import ACQUIRE_RESERVING, RELEASE, LockKeys
 from redlease._core.scripts import Script
-from redlease.server import RedisServer
 from tests.lua.conftest import CHANNELS
+from tests.topology import RedisServer
 
 KEYS = LockKeys.build("redlease", b"redlock-fence")
 LOCK_KEYS = KEYS.in_order()

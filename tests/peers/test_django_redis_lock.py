@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from redlease.server import RedisServer
 from tests.peers.suites import ROOT, differences, expected, fetch_sdist, outcomes, rows_missing
+from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(300)
 

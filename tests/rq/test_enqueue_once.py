@@ -20,8 +20,8 @@ rq = pytest.importorskip("rq")
 import redis  # noqa: E402
 
 from redlease.rq import AlreadyQueued, enqueue_once, once_key  # noqa: E402
-from redlease.server import RedisServer  # noqa: E402
 from tests.rq.jobs import record  # noqa: E402
+from tests.topology import RedisServer  # noqa: E402
 
 pytestmark = pytest.mark.timeout(90)
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""Smoke tests of the Redis Cluster topology (redlease.topology.RedisClusterServers)."""
+"""Smoke tests of the Redis Cluster topology (tests.topology.RedisClusterServers)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import redis
 import redis.asyncio.cluster
 import redis.cluster
 
-from redlease.server import RedisServer
-from redlease.topology import SLOTS, RedisClusterServers, key_slot
-from redlease.topology._common import poll
+from tests.topology import SLOTS, RedisClusterServers, key_slot
+from tests.topology._common import poll
+from tests.topology.server import RedisServer
 
 
 def _keys_per_master(cluster: RedisClusterServers, count: int) -> dict[int, list[str]]:

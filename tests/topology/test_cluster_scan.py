@@ -16,7 +16,7 @@ import redis.cluster
 import redlease
 from redlease.cli.inspect import scan_all
 from redlease.cli.top import snapshot
-from redlease.topology import RedisClusterServers
+from tests.topology import RedisClusterServers
 
 PREFIX = "clusterscan"
 NAMES = [f"job:{i}" for i in range(12)]

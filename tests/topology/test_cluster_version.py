@@ -13,7 +13,7 @@ import redis.cluster
 
 import redlease
 from redlease._sync.runtime import runtime_for
-from redlease.topology import RedisClusterServers
+from tests.topology import RedisClusterServers
 
 NAME = "versioned"
 

@@ -1,8 +1,8 @@
-"""Smoke tests of the Sentinel topology (redlease.topology.SentinelGroup)."""
+"""Smoke tests of the Sentinel topology (tests.topology.SentinelGroup)."""
 
 from __future__ import annotations
 
-from redlease.topology import SentinelGroup
+from tests.topology import SentinelGroup
 
 
 def test_sentinels_agree_on_a_master_with_two_synced_replicas(

@@ -7,7 +7,7 @@ import redis
 import redis.asyncio.cluster
 import redis.cluster
 
-from redlease.topology import RedisClusterServers
+from tests.topology import RedisClusterServers
 
 KEY = "{lock}:wait"
 

@@ -12,8 +12,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from redlease.server import RedisServer, TLSFiles
-from redlease.topology import ACLUser
+from tests.topology import ACLUser
+from tests.topology.server import RedisServer, TLSFiles
 
 NO_RETRY = Retry(NoBackoff(), 0)
 
@@ -83,7 +83,7 @@ def test_twin_the_same_commands_pass_for_a_user_allowed_everything(
 
 
 def test_acl_user_arguments_are_checked(server: RedisServer) -> None:
-    from redlease.topology import acl_user
+    from tests.topology import acl_user
 
     with server.client() as admin, pytest.raises(TypeError, match="rules"):
         acl_user(admin, "u", "+get")

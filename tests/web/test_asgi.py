@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 import redlease.asyncio
 import redlease.web
-from redlease.topology import RedisClusterServers
+from tests.topology import RedisClusterServers
 from tests.web.conftest import Decisions
 
 pytestmark = pytest.mark.timeout(60)

@@ -18,7 +18,7 @@ from django.urls import path
 
 import redlease
 import redlease.django
-from redlease.server import RedisServer
+from tests.topology import RedisServer
 from tests.web.conftest import Decisions
 
 pytestmark = pytest.mark.timeout(60)

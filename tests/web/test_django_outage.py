@@ -16,7 +16,7 @@ from django.test import Client, override_settings
 from django.urls import clear_url_caches, path
 
 import redlease.django
-from redlease.server import RedisServer
+from tests.topology import RedisServer
 from tests.web.conftest import Decisions
 
 pytestmark = pytest.mark.timeout(90)

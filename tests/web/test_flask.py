@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import subprocess
 import sys
@@ -22,7 +23,7 @@ pytest.importorskip("waitress")
 
 import redlease.flask  # noqa: E402
 import redlease.wsgi  # noqa: E402
-from redlease.server import RedisServer  # noqa: E402
+from tests.topology import RedisServer  # noqa: E402
 from tests.web.conftest import Decisions  # noqa: E402
 
 pytestmark = pytest.mark.timeout(90)
@@ -106,6 +107,21 @@ def test_bad_options_fail_when_the_app_is_set_up(client: redis.Redis) -> None:
         limits.limit("ten per second")
     with pytest.raises(TypeError, match="unexpected options"):
         limits.limit("1/second", colour="blue")
+    with pytest.raises(TypeError, match=r"^key must be a function of the request, got str"):
+        limits.limit("1/second", key="X-API-Key")
+
+
+def test_bad_wsgi_options_fail_when_the_middleware_is_made(client: redis.Redis) -> None:
+    app = flask.Flask(__name__).wsgi_app
+    make = functools.partial(redlease.wsgi.RateLimitMiddleware, app, rate="1/second")
+    with pytest.raises(ValueError, match="on_unavailable"):
+        make(client, on_unavailable="x")
+    with pytest.raises(TypeError, match=r"^client must be a redis-py client"):
+        make(None, on_unavailable="allow")
+    with pytest.raises(TypeError, match=r"^key must be a function of the environ, got str"):
+        make(client, on_unavailable="allow", key="REMOTE_ADDR")
+    with pytest.raises(ValueError, match=r"^backoff must be >= 0"):
+        make(client, on_unavailable="allow", backoff=-1)
 
 
 @pytest.mark.parametrize(("choice", "status"), [("allow", 200), ("deny", 503)])

@@ -11,7 +11,7 @@ from typing import Any
 from harness import config
 from harness.report import error_text, write_json
 from harness.run import Progress, client_environment, interrupt_on_sigterm, load_average
-from harness.servers import server_name
+from harness.servers import server_name, topology
 
 from suites.cluster.config import LIBS, TARGET_N, Config, parse_args, settings
 from suites.cluster.contended import bench_all_contended
@@ -75,7 +75,6 @@ def main(argv: list[str] | None = None) -> int:
         cfg.repeats = args.repeats
     interrupt_on_sigterm()
     from redlease.server import RedisServer
-    from redlease.topology import RedisClusterServers
 
     progress = Progress()
     data: dict[str, Any] = {
@@ -86,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         "targets": [],
     }
     server = RedisServer()
-    cluster = RedisClusterServers(masters=3, replicas_per_master=1)
+    cluster = topology().RedisClusterServers(masters=3, replicas_per_master=1)
     load_before = load_average()
 
     def body() -> None:

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import redis
 
-from redlease.server import HOST, ServerNotFound, TLSFiles, find_server_binary, free_port
-from redlease.topology._common import TopologyError
+from redlease.server import HOST, ServerNotFound, find_server_binary, free_port
+from tests.topology._common import TopologyError
+from tests.topology.server import TLSFiles
 
 __all__ = [
     "ACLUser",

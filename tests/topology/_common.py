@@ -12,7 +12,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from redlease.server import HOST, TLSFiles
+from redlease.server import HOST
+from tests.topology.server import TLSFiles
 
 READY_TIMEOUT = 30.0  # seconds a topology gets to become healthy (start, heal)
 FAILOVER_TIMEOUT = 30.0  # seconds a failover gets to complete

@@ -12,8 +12,8 @@ import redis.asyncio
 import redis.asyncio.sentinel
 import redis.sentinel
 
-from redlease.server import HOST, RedisServer, find_server_binary
-from redlease.topology._common import (
+from redlease.server import HOST, find_server_binary
+from tests.topology._common import (
     FAILOVER_TIMEOUT,
     LIVE,
     READY_TIMEOUT,
@@ -23,6 +23,7 @@ from redlease.topology._common import (
     probe,
     replica_synced,
 )
+from tests.topology.server import RedisServer
 
 __all__ = ["SentinelGroup"]
 

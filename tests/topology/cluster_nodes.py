@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from redlease.topology._common import probe
+from tests.topology._common import probe
 
 __all__ = ["SLOTS", "ClusterNodeInfo", "cluster_nodes", "key_slot", "owns"]
 

@@ -18,16 +18,8 @@ import redis
 import redis.asyncio.cluster
 import redis.cluster
 
-from redlease.server import (
-    HOST,
-    START_ATTEMPTS,
-    RedisServer,
-    ServerStartError,
-    binary_version,
-    find_server_binary,
-    free_port,
-)
-from redlease.topology._common import (
+from redlease.server import HOST, START_ATTEMPTS, ServerStartError, find_server_binary, free_port
+from tests.topology._common import (
     FAILOVER_TIMEOUT,
     LIVE,
     READY_TIMEOUT,
@@ -37,7 +29,8 @@ from redlease.topology._common import (
     probe,
     replica_synced,
 )
-from redlease.topology.cluster_nodes import SLOTS, ClusterNodeInfo, cluster_nodes, key_slot, owns
+from tests.topology.cluster_nodes import SLOTS, ClusterNodeInfo, cluster_nodes, key_slot, owns
+from tests.topology.server import RedisServer, binary_version
 
 __all__ = ["RedisClusterServers"]
 
