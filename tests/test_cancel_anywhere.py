@@ -15,7 +15,7 @@ import redis.asyncio
 
 import redlease.asyncio as redlease
 from redlease._async.hub import AsyncHub
-from redlease._compat import AsyncConnections
+from redlease._redispy_versions import AsyncConnections
 from tests.cancel_points import KINDS, Plan, Round, path_length, trial
 from tests.topology import RedisServer
 

@@ -112,8 +112,8 @@ def test_twin_a_package_importing_the_tests_topology_is_found(tmp_path: Path) ->
 # ``from m import _name`` must import a private module, not a private name of another module.
 
 PACKAGE = SRC / "redlease"
-ALLOWED = {("_compat.py", "conn._sock")}
-"""Reaches allowed where they are: redis-py's socket, read in ``_compat.socket_of`` only."""
+ALLOWED = {("_redispy_versions.py", "conn._sock")}
+"""Reaches allowed where they are: redis-py's socket, read in ``socket_of`` only."""
 NAMEDTUPLE = {"_replace", "_asdict", "_fields", "_make"}  # public API despite the underscore
 
 

@@ -40,7 +40,7 @@ SHELLS = {
     "breakglass", "cache", "election", "fencing", "inventory", "latch", "lock",
     "once", "ratelimit", "redispy", "redlock", "rwlock", "semaphore", "shared",
 }  # fmt: skip
-BESIDE = ("_fanout", "_compat", "_synchronization")
+BESIDE = ("_fanout", "_redispy_versions", "_synchronization")
 
 
 def lines(path: Path) -> int:

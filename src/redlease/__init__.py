@@ -11,7 +11,7 @@ The asyncio API has the same names in :mod:`redlease.asyncio`.
 """
 
 # ruff: noqa: E402 (the version check runs before the imports that would fail on old redis-py)
-from ._compat import check_redis_version
+from ._redispy_versions import check_redis_version
 
 check_redis_version()  # before anything else: an unsupported redis-py fails here, clearly
 

@@ -21,7 +21,6 @@ passes no other keyword). ``keys="redis-py"`` keeps the lock in redis-py's own k
 mixed fleet during a rolling migration: see ``docs/moving-from-redis-py.md``).
 
 :func:`django_lock` gives the same lock from a django-redis cache (the ``django`` extra).
-This module is not ``redlease._compat`` (redlease's own bridge across redis-py versions).
 """
 
 from __future__ import annotations

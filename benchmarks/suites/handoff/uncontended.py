@@ -34,7 +34,7 @@ def _floor_ops(cfg: Config, run_id: str, aclient: Any, closers: Closers) -> dict
 
     # The kept-connection floors: the same two commands on one connection taken from a pool
     # once (send, then read; no pool checkout per call).
-    from redlease._compat import AsyncConnections, Connections
+    from redlease._redispy_versions import AsyncConnections, Connections
 
     kconn = Connections.get(r.connection_pool)
     closers.insert(0, lambda: r.connection_pool.release(kconn))

@@ -25,8 +25,8 @@ from typing import Any
 
 from redis.exceptions import ConnectionError, NoScriptError, ResponseError, TimeoutError
 
-from .._compat import FAST_PACK, AsyncConnections, pack_command
 from .._core.scripts import Script
+from .._redispy_versions import FAST_PACK, AsyncConnections, pack_command
 from .commands import run_acknowledged, run_id
 from .connect import AsyncEvictionCheck, private_pool
 from .flavor import AsyncSubscription, Flavor, address_of, check_client, flavor_of, translate

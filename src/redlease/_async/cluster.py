@@ -44,9 +44,9 @@ from redis.exceptions import (
     TimeoutError,
 )
 
-from .._compat import AsyncConnections
 from .._core.cluster import check_one_slot, sharded_pubsub_refusal
 from .._core.scripts import Script
+from .._redispy_versions import AsyncConnections
 from .._synchronization import ProcessLock
 from .client import AsyncBackend
 from .cluster_pubsub import ShardedSubscriptions, new_subscription

@@ -22,12 +22,12 @@ from redis.exceptions import (
     TimeoutError,
 )
 
-from .._compat import AsyncConnections
 from .._core import renewals
 from .._core.bounds import MIN_WAIT
 from .._core.kept import forget_frames
 from .._core.lease import Holding
 from .._core.scripts import Script
+from .._redispy_versions import AsyncConnections
 from .client import AsyncBackend
 from .server import connecting_by
 

@@ -16,9 +16,9 @@ from typing import Any, Protocol
 
 from redis.exceptions import NoScriptError, ResponseError
 
-from .._compat import AsyncConnections
 from .._core.kept import forget_frames
 from .._core.scripts import Script
+from .._redispy_versions import AsyncConnections
 
 __all__ = ["Connected", "info_field", "run_acknowledged", "run_id"]
 

@@ -19,9 +19,9 @@ from typing import Any, Protocol
 from redis.exceptions import ResponseError
 
 from .. import _observe
-from .._compat import AsyncConnections, private_kwargs
 from .._core import eviction
 from .._logging import record
+from .._redispy_versions import AsyncConnections, private_kwargs
 from .flavor import Flavor, translate
 from .server import connect_deadline
 

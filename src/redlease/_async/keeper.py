@@ -15,8 +15,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from .._compat import AsyncConnections
 from .._core.lease import pid
+from .._redispy_versions import AsyncConnections
 from .server import Pending
 
 __all__ = ["KEPT", "TRUSTED", "AsyncKeeper"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import select
 from typing import Any
 
-from .._compat import socket_of
+from .._redispy_versions import socket_of
 
 __all__ = ["Poller", "fileno", "ready"]
 

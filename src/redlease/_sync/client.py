@@ -26,8 +26,8 @@ from typing import Any
 
 from redis.exceptions import ConnectionError, NoScriptError, ResponseError, TimeoutError
 
-from .._compat import FAST_PACK, Connections, pack_command
 from .._core.scripts import Script
+from .._redispy_versions import FAST_PACK, Connections, pack_command
 from .commands import run_acknowledged, run_id
 from .connect import EvictionCheck, private_pool
 from .flavor import Subscription, Flavor, address_of, check_client, flavor_of, translate

@@ -45,9 +45,9 @@ from redis.exceptions import (
     TimeoutError,
 )
 
-from .._compat import Connections
 from .._core.cluster import check_one_slot, sharded_pubsub_refusal
 from .._core.scripts import Script
+from .._redispy_versions import Connections
 from .._synchronization import ProcessLock
 from .client import Backend
 from .cluster_pubsub import ShardedSubscriptions, new_subscription

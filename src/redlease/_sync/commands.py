@@ -17,9 +17,9 @@ from typing import Any, Protocol
 
 from redis.exceptions import NoScriptError, ResponseError
 
-from .._compat import Connections
 from .._core.kept import forget_frames
 from .._core.scripts import Script
+from .._redispy_versions import Connections
 
 __all__ = ["Connected", "info_field", "run_acknowledged", "run_id"]
 

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from .._compat import Connections
 from .._core.lease import pid
+from .._redispy_versions import Connections
 from .server import Pending
 
 __all__ = ["KEPT", "TRUSTED", "Keeper"]

@@ -1,4 +1,4 @@
-"""redlease._compat against real servers, on whichever redis-py is installed.
+"""redlease._redispy_versions against real servers, on whichever redis-py is installed.
 
 CI runs this file on the newest redis-py and on the declared minimum (see .ci/run). Each shim
 has a twin that shows the redis-py behaviour it bridges on the installed version.
@@ -17,8 +17,13 @@ import redis
 import redis.asyncio
 from redis.exceptions import TimeoutError
 
-import redlease._compat as compat
-from redlease._compat import DEFAULT_SOCKET_TIMEOUT, REDIS_FLOOR, AsyncConnections, Connections
+import redlease._redispy_versions as versions
+from redlease._redispy_versions import (
+    DEFAULT_SOCKET_TIMEOUT,
+    REDIS_FLOOR,
+    AsyncConnections,
+    Connections,
+)
 from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -38,18 +43,18 @@ def test_floor_matches_pyproject() -> None:
 
 
 def test_installed_redis_is_accepted() -> None:
-    assert compat.redis_version_error() is None
-    compat.check_redis_version()
+    assert versions.redis_version_error() is None
+    versions.check_redis_version()
 
 
 @pytest.mark.parametrize("version", ["5.0.1", "5.3.1", "7.4.1", "8.1.0", "10.0.0b1", "dev"])
 def test_supported_versions_are_accepted(version: str) -> None:
-    assert compat.redis_version_error(version) is None
+    assert versions.redis_version_error(version) is None
 
 
 @pytest.mark.parametrize("version", ["5.0.0", "4.6.0", "3.5.3", "5.0.0rc2"])
 def test_older_versions_are_refused_with_what_to_install(version: str) -> None:
-    error = compat.redis_version_error(version)
+    error = versions.redis_version_error(version)
     assert error is not None
     assert f"redis {version} is installed" in error
     assert "pip install 'redis>=5.0.1'" in error
@@ -58,7 +63,7 @@ def test_older_versions_are_refused_with_what_to_install(version: str) -> None:
 def test_check_refuses_an_old_redis_at_import(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(redis, "__version__", "5.0.0")
     with pytest.raises(ImportError, match=r"redlease needs redis-py >= 5\.0\.1"):
-        compat.check_redis_version()
+        versions.check_redis_version()
 
 
 # -- sync ---------------------------------------------------------------------------------------
@@ -293,13 +298,13 @@ async def test_the_shims_drive_a_valkey_py_pool_too(server: RedisServer) -> None
     retry = pytest.importorskip("valkey.retry").Retry(no_backoff(), 0)
     pool = valkey.ConnectionPool(
         connection_class=client.connection_pool.connection_class,
-        **compat.private_kwargs(client.connection_pool, retry, 0.5),
+        **versions.private_kwargs(client.connection_pool, retry, 0.5),
     )
     aclient = avalkey.Valkey(host=server.host, port=server.port)
     aretry = pytest.importorskip("valkey.asyncio.retry").Retry(no_backoff(), 0)
     apool = avalkey.ConnectionPool(
         connection_class=aclient.connection_pool.connection_class,
-        **compat.private_kwargs(aclient.connection_pool, aretry),
+        **versions.private_kwargs(aclient.connection_pool, aretry),
     )
     try:
         conn = Connections.get(pool)
@@ -330,9 +335,9 @@ def test_pack_command_writes_what_redis_py_writes(monkeypatch: pytest.MonkeyPatc
         pytest.skip("this redis-py has no PythonRespSerializer")
     encode = redis.Redis().connection_pool.get_encoder().encode
     expected = b"".join(serializer(6000, encode).pack(*PARTS))
-    assert compat.pack_command(PARTS) == expected
-    monkeypatch.setattr(compat, "_hiredis_pack", None)
-    assert compat.pack_command(PARTS) == expected
+    assert versions.pack_command(PARTS) == expected
+    monkeypatch.setattr(versions, "_hiredis_pack", None)
+    assert versions.pack_command(PARTS) == expected
 
 
 def test_packed_scripts_run(server: RedisServer) -> None:
@@ -340,7 +345,7 @@ def test_packed_scripts_run(server: RedisServer) -> None:
     conn = Connections.get(r.connection_pool)
     try:
         sha = r.script_load("return {ARGV[1], ARGV[2], ARGV[3], KEYS[1]}")
-        conn.send_packed_command([compat.pack_command(("EVALSHA", sha, 1, b"k", 7, 0.5, "é"))])
+        conn.send_packed_command([versions.pack_command(("EVALSHA", sha, 1, b"k", 7, 0.5, "é"))])
         assert conn.read_response() == [b"7", b"0.5", "é".encode(), b"k"]
     finally:
         Connections.release(r.connection_pool, conn)
