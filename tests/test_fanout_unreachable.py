@@ -24,7 +24,7 @@ from redlease._fanout import LATE, FanOut
 from redlease._fanout import blocking as fanout_blocking
 from redlease._sync import redlock as sync_redlock
 from redlease._sync import redlock_servers as sync_servers
-from redlease._sync.client import Backend
+from redlease._sync.one_server import Backend
 from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)

@@ -11,10 +11,10 @@ import pytest
 import redis.asyncio
 from redis.exceptions import ConnectionError, TimeoutError
 
-import redlease._async.keeper as keeper_module
+import redlease._async.kept_connections as keeper_module
 import redlease._async.server_renewal as server_renewal_module
 import redlease.asyncio as redlease
-from redlease._async.keeper import TRUSTED
+from redlease._async.kept_connections import TRUSTED
 from redlease._async.runtime import runtime_for
 from tests._async.helpers import wait_until
 from tests._async.lock_helpers import is_free

@@ -2,7 +2,7 @@
 
 Every test of the ``test_lock_*.py`` files imported below runs here a second time: the
 ``async_client`` fixture below replaces the redis-py one, so the whole Lock/RLock behaviour is
-checked through the valkey adapter of the client interface (``_async/client.py``).
+checked through the valkey adapter of the client interface (``_async/one_server.py``).
 """
 
 from __future__ import annotations

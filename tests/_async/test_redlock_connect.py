@@ -20,7 +20,7 @@ import redis.asyncio
 
 import redlease.asyncio as redlease
 from redlease._async import redlock_servers as servers_module
-from redlease._async.client import AsyncBackend
+from redlease._async.one_server import AsyncBackend
 from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)

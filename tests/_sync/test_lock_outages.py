@@ -12,10 +12,10 @@ import pytest
 import redis
 from redis.exceptions import ConnectionError, TimeoutError
 
-import redlease._sync.keeper as keeper_module
+import redlease._sync.kept_connections as keeper_module
 import redlease._sync.server_renewal as server_renewal_module
 import redlease as redlease
-from redlease._sync.keeper import TRUSTED
+from redlease._sync.kept_connections import TRUSTED
 from redlease._sync.runtime import runtime_for
 from tests._sync.helpers import wait_until
 from tests._sync.lock_helpers import is_free

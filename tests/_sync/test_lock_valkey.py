@@ -3,7 +3,7 @@
 
 Every test of the ``test_lock_*.py`` files imported below runs here a second time: the
 ``client`` fixture below replaces the redis-py one, so the whole Lock/RLock behaviour is
-checked through the valkey adapter of the client interface (``_sync/client.py``).
+checked through the valkey adapter of the client interface (``_sync/one_server.py``).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import redis
 
 import redlease as redlease
 from redlease._sync import redlock_servers as servers_module
-from redlease._sync.client import Backend
+from redlease._sync.one_server import Backend
 from tests.topology import RedisServer
 
 pytestmark = pytest.mark.timeout(60)

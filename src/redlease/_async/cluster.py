@@ -48,10 +48,10 @@ from .._core.cluster import check_one_slot, sharded_pubsub_refusal
 from .._core.scripts import Script
 from .._redispy_versions import AsyncConnections
 from .._synchronization import ProcessLock
-from .client import AsyncBackend
 from .cluster_pubsub import ShardedSubscriptions, new_subscription
 from .cluster_renewal import AsyncClusterRenewal
 from .flavor import Flavor, cluster_flavor, redis_flavor, translate
+from .one_server import AsyncBackend
 from .server import Pending
 
 __all__ = ["AsyncClusterBackend", "AsyncClusterRenewal", "ClusterTooOld", "cluster_backend"]

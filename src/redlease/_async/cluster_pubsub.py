@@ -29,8 +29,8 @@ from redis.exceptions import (
 from .._core.bounds import TICK
 from .._core.kept import kept
 from .._synchronization import AsyncBackground, AsyncEvent, AsyncMutex, ProcessLock
-from .client import AsyncBackend
 from .flavor import translate
+from .one_server import AsyncBackend
 
 __all__ = ["ShardedSubscriptions", "new_subscription"]
 

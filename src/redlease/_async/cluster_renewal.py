@@ -28,7 +28,7 @@ from .._core.kept import forget_frames
 from .._core.lease import Holding
 from .._core.scripts import Script
 from .._redispy_versions import AsyncConnections
-from .client import AsyncBackend
+from .one_server import AsyncBackend
 from .server import connecting_by
 
 __all__ = ["AsyncClusterRenewal"]

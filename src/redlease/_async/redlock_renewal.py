@@ -13,7 +13,7 @@ from .._core.kept import forget_frames
 from .._core.lease import Holding
 from .._core.scripts import Script
 from .._fanout import AsyncFanOut
-from .client import AsyncBackend
+from .one_server import AsyncBackend
 from .server import connecting_by
 
 __all__ = ["AsyncQuorumRenewal"]

@@ -12,7 +12,7 @@ from .._core.redlock_argv import Argv
 from .._core.scripts import Script
 from .._fanout import AsyncFanOut, hung
 from .._synchronization import AsyncBackground
-from .client import AsyncBackend
+from .one_server import AsyncBackend
 from .redlock_renewal import AsyncQuorumRenewal
 from .runtime import AsyncRuntime, runtime_for
 

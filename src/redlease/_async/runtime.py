@@ -16,9 +16,9 @@ from .._core.keys import hash_tag
 from .._core.lease import Holding, process_id
 from .._core.waiters import WAITERS
 from .._synchronization import AsyncAtShutdown, AsyncBackground, ProcessLock
-from .client import standalone_backend
 from .cluster import cluster_backend
 from .hub import AsyncHub
+from .one_server import standalone_backend
 from .renewer import AsyncRenewer
 from .server import AsyncRenewal, AsyncServer
 

@@ -1,7 +1,7 @@
 """The server interface: what the hub, the renewer, the waiting loop and the primitives ask of
 ``runtime.backend``.
 
-Two classes implement it: :class:`~redlease._async.client.AsyncBackend` (one server, or a
+Two classes implement it: :class:`~redlease._async.one_server.AsyncBackend` (one server, or a
 Sentinel master) and :class:`~redlease._async.cluster.AsyncClusterBackend` (a Redis Cluster,
 one ``AsyncBackend`` per master). Nothing here does I/O: the interface, the ``Pending`` a
 send returns, and the deadline a renewal sets for the handshakes of the connections it opens.

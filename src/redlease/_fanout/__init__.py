@@ -35,7 +35,7 @@ round's deadline), and a script can still be sent behind it with
 :meth:`AsyncFanOut.follow`: the server runs it right after the late one, however late that
 is (how a late grant is undone: it can never be left held).
 
-Both talk to Redis only through the backends (see ``_async/client.py``). A server that fails
+Both talk to Redis only through the backends (see ``_async/one_server.py``). A server that fails
 yields its exception in place of its reply; nothing is raised for it.
 
 By what they hold: :mod:`.tasks` (the asyncio form), :mod:`.blocking` (the sync form),

@@ -27,7 +27,7 @@ given up on that connection (closed) and the next call goes on a fresh one."""
 
 def hung(backend: Any) -> bool:
     """A call on ``backend`` would first open a connection to a server that did not answer
-    when last asked (:meth:`~redlease._async.client.AsyncBackend.hung`: down, or late and
+    when last asked (:meth:`~redlease._async.one_server.AsyncBackend.hung`: down, or late and
     its connection given up on since), whose handshake may take a whole deadline. (A late
     server with a connection open is asked in turn, as any: a loaded machine is late. Left
     out, its queues and locks go stale, and its silence costs the waiters their wake-ups.)"""

@@ -49,10 +49,10 @@ from .._core.cluster import check_one_slot, sharded_pubsub_refusal
 from .._core.scripts import Script
 from .._redispy_versions import Connections
 from .._synchronization import ProcessLock
-from .client import Backend
 from .cluster_pubsub import ShardedSubscriptions, new_subscription
 from .cluster_renewal import ClusterRenewal
 from .flavor import Flavor, cluster_flavor, redis_flavor, translate
+from .one_server import Backend
 from .server import Pending
 
 __all__ = ["ClusterBackend", "ClusterRenewal", "ClusterTooOld", "cluster_backend"]

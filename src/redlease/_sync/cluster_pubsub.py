@@ -30,8 +30,8 @@ from redis.exceptions import (
 from .._core.bounds import TICK
 from .._core.kept import kept
 from .._synchronization import Background, Event, Mutex, ProcessLock
-from .client import Backend
 from .flavor import translate
+from .one_server import Backend
 
 __all__ = ["ShardedSubscriptions", "new_subscription"]
 

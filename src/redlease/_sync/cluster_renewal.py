@@ -29,7 +29,7 @@ from .._core.kept import forget_frames
 from .._core.lease import Holding
 from .._core.scripts import Script
 from .._redispy_versions import Connections
-from .client import Backend
+from .one_server import Backend
 from .server import connecting_by
 
 __all__ = ["ClusterRenewal"]

@@ -14,7 +14,7 @@ from .._core.kept import forget_frames
 from .._core.lease import Holding
 from .._core.scripts import Script
 from .._fanout import FanOut
-from .client import Backend
+from .one_server import Backend
 from .server import connecting_by
 
 __all__ = ["QuorumRenewal"]

@@ -13,7 +13,7 @@ from .._core.redlock_argv import Argv
 from .._core.scripts import Script
 from .._fanout import FanOut, hung
 from .._synchronization import Background
-from .client import Backend
+from .one_server import Backend
 from .redlock_renewal import QuorumRenewal
 from .runtime import Runtime, runtime_for
 

@@ -17,9 +17,9 @@ from .._core.keys import hash_tag
 from .._core.lease import Holding, process_id
 from .._core.waiters import WAITERS
 from .._synchronization import AtShutdown, Background, ProcessLock
-from .client import standalone_backend
 from .cluster import cluster_backend
 from .hub import Hub
+from .one_server import standalone_backend
 from .renewer import Renewer
 from .server import Renewal, Server
 

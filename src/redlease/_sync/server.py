@@ -2,7 +2,7 @@
 """The server interface: what the hub, the renewer, the waiting loop and the primitives ask of
 ``runtime.backend``.
 
-Two classes implement it: :class:`~redlease._sync.client.Backend` (one server, or a
+Two classes implement it: :class:`~redlease._sync.one_server.Backend` (one server, or a
 Sentinel master) and :class:`~redlease._sync.cluster.ClusterBackend` (a Redis Cluster,
 one ``Backend`` per master). Nothing here does I/O: the interface, the ``Pending`` a
 send returns, and the deadline a renewal sets for the handshakes of the connections it opens.
