@@ -14,6 +14,7 @@ Start-up and failover durations are printed in the "topology timings" summary se
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
@@ -108,6 +109,18 @@ async def async_quiet_client(
     conn = redis.asyncio.Redis(host=srv.host, port=srv.port, decode_responses=False)
     yield conn
     await conn.aclose()
+
+
+@pytest.fixture
+def frozen_heap() -> Iterator[None]:
+    """``gc.collect()`` in the test scans only what the test allocates: what earlier tests
+    left in this worker is frozen meanwhile. (A full collection of a late worker's heap holds
+    the GIL for seconds on a loaded machine, starving the watchdog the test relies on.)"""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 @pytest.fixture(scope="session")

@@ -38,7 +38,7 @@ from tests.idioms import (
     worker_clients,
 )
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("frozen_heap")]
 
 
 # -- asyncio ---------------------------------------------------------------------------------

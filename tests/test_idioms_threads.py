@@ -41,7 +41,7 @@ from tests.idioms import (
 )
 from tests.topology import RedisServer
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("frozen_heap")]
 
 
 # -- threads and fork ------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from tests._sync.helpers import wait_until
 from tests.support import Tasks
 from tests.topology import RedisClusterServers, RedisServer
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("frozen_heap")]
 
 TTL = 1.0
 REDLOCK_TTL = 2.0  # renewed in rounds with a dead and a hung server
