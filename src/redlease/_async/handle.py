@@ -25,7 +25,6 @@ from .._core.scripts import Script
 from .._synchronization import AsyncBackground, AsyncFunction, AsyncMutex
 from ..errors import LockLost, LockNotOwned, LockUnavailable, NotAcquired, Unavailable
 from .primitive import AsyncPrimitive
-from .renewer import settled
 
 __all__ = ["DEFAULT", "AsyncHandle", "AsyncHeld"]
 
@@ -319,7 +318,6 @@ class AsyncHandle(AsyncPrimitive):
             raise
 
     async def _extend(self, holding: Holding, ttl_ms: int) -> None:
-        await settled(holding)
         if holding.lost:
             raise self._lost("was lost: its lease ran out or it was taken")
         await self._set_lease(holding, ttl_ms)
@@ -339,8 +337,7 @@ class AsyncHandle(AsyncPrimitive):
     async def _give_up(self) -> Holding:
         """Stop owning and renewing the caller's holding without releasing it (``detach``):
         the lease runs on in Redis, and the handle is free again."""
-        await settled(self._owned_holding("detach"))  # a grant's claim, read first
-        holding = self._owned_holding("detach")  # (asyncio: another task may have released)
+        holding = self._owned_holding("detach")
         if holding.count != self._count:
             raise RuntimeError(
                 f"cannot detach lock {self.name!r}: it is also held through another RLock "

@@ -39,7 +39,7 @@ from ..errors import LockUnavailable, ReplicasUnavailable
 from .breakglass import force_release_lock
 from .flavor import check_client
 from .handle import AsyncHandle
-from .lock_claim import AsyncGrantee, AsyncUnread
+from .lock_claim import AsyncGrantee
 
 __all__ = ["AsyncLock", "AsyncRLock"]
 
@@ -337,7 +337,7 @@ class AsyncLock(AsyncHandle):
             renewal = self._runtime().renewal
             return self._holding_for(owner, token, fence, expires_at, renewal, RENEW)
 
-        return AsyncGrantee(claim, self._ttl_ms, granted, self._runtime, lambda: self.renew)
+        return AsyncGrantee(claim, self._ttl_ms, granted)
 
     async def _attempt(self, token: bytes, *, join: bool, deadline: float | None) -> Any:
         args = acquire_args(
@@ -410,17 +410,7 @@ class AsyncLock(AsyncHandle):
 
     async def _release_remote(self, holding: Holding) -> None:
         keys, args = self._keys.in_order(), self._release_args(holding.token)
-        unread, holding.settle = holding.settle, None
-        try:
-            pending = None
-            if isinstance(unread, AsyncUnread):  # granted: send it behind the claim
-                pending = await unread.behind(RELEASE, keys, args)
-            if pending is None:
-                released = await self._runtime().backend.run(RELEASE, keys, args)
-            else:
-                released = await self._runtime().backend.receive(pending, None)
-        except RedisError as exc:
-            raise self._unavailable("release", exc) from exc
+        released = await self._run(RELEASE, keys, args, "release")
         if not int(released):
             holding.lost = True
             raise self._lost("was lost before release: its lease ran out or it was taken")

@@ -26,7 +26,6 @@ from .._core.scripts import Script
 from .._synchronization import Background, Function, Mutex
 from ..errors import LockLost, LockNotOwned, LockUnavailable, NotAcquired, Unavailable
 from .primitive import Primitive
-from .renewer import settled
 
 __all__ = ["DEFAULT", "Handle", "Held"]
 
@@ -320,7 +319,6 @@ class Handle(Primitive):
             raise
 
     def _extend(self, holding: Holding, ttl_ms: int) -> None:
-        settled(holding)
         if holding.lost:
             raise self._lost("was lost: its lease ran out or it was taken")
         self._set_lease(holding, ttl_ms)
@@ -340,8 +338,7 @@ class Handle(Primitive):
     def _give_up(self) -> Holding:
         """Stop owning and renewing the caller's holding without releasing it (``detach``):
         the lease runs on in Redis, and the handle is free again."""
-        settled(self._owned_holding("detach"))  # a grant's claim, read first
-        holding = self._owned_holding("detach")  # (asyncio: another task may have released)
+        holding = self._owned_holding("detach")
         if holding.count != self._count:
             raise RuntimeError(
                 f"cannot detach lock {self.name!r}: it is also held through another RLock "

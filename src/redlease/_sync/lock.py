@@ -40,7 +40,7 @@ from ..errors import LockUnavailable, ReplicasUnavailable
 from .breakglass import force_release_lock
 from .flavor import check_client
 from .handle import Handle
-from .lock_claim import Grantee, Unread
+from .lock_claim import Grantee
 
 __all__ = ["Lock", "RLock"]
 
@@ -338,7 +338,7 @@ class Lock(Handle):
             renewal = self._runtime().renewal
             return self._holding_for(owner, token, fence, expires_at, renewal, RENEW)
 
-        return Grantee(claim, self._ttl_ms, granted, self._runtime, lambda: self.renew)
+        return Grantee(claim, self._ttl_ms, granted)
 
     def _attempt(self, token: bytes, *, join: bool, deadline: float | None) -> Any:
         args = acquire_args(
@@ -411,17 +411,7 @@ class Lock(Handle):
 
     def _release_remote(self, holding: Holding) -> None:
         keys, args = self._keys.in_order(), self._release_args(holding.token)
-        unread, holding.settle = holding.settle, None
-        try:
-            pending = None
-            if isinstance(unread, Unread):  # granted: send it behind the claim
-                pending = unread.behind(RELEASE, keys, args)
-            if pending is None:
-                released = self._runtime().backend.run(RELEASE, keys, args)
-            else:
-                released = self._runtime().backend.receive(pending, None)
-        except RedisError as exc:
-            raise self._unavailable("release", exc) from exc
+        released = self._run(RELEASE, keys, args, "release")
         if not int(released):
             holding.lost = True
             raise self._lost("was lost before release: its lease ran out or it was taken")
