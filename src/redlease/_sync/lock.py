@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -11,6 +12,7 @@ import redis
 from redis.exceptions import RedisError
 
 from .._core import handover, validate
+from .._core.bounds import budget
 from .._core.breakglass import ForceReleased
 from .._core.holder import name_of
 from .._core.lease import Holding, new_token
@@ -40,7 +42,10 @@ from ..errors import LockUnavailable, ReplicasUnavailable
 from .breakglass import force_release_lock
 from .flavor import check_client
 from .handle import Handle
+from .hub import Hub
 from .lock_claim import Grantee
+from .runtime import Runtime
+from .waiting import Turn, past
 
 __all__ = ["Lock", "RLock"]
 
@@ -292,55 +297,95 @@ class Lock(Handle):
         if reply.status != handover.ADOPTED:
             self._mutex.release()
             raise handover.refusal(reply, self.name)
-        holding = self._new_holding(owner, token, reply.value, sent)
+        renewal = self._runtime().renewal
+        holding = self._holding_for(owner, token, reply.value, sent + self.ttl, renewal, RENEW)
         holding.acquired_at = time.monotonic()
         self._hold(holding, holder)
         self._adopted = holding
 
     # -- the conversation with Redis --------------------------------------------------------
     def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
+        """Take the lock in Redis by ``deadline``: one try while nobody in this process waits
+        on its hub (the uncontended path), else the waiting loop, driven from here."""
         runtime = self._runtime()
         hub = runtime.hub_for(self._keys.lock)
         token = new_token(name_of(owner))
+        outcome: Outcome | None = None
+        if not hub.subscribed or past(deadline):  # one round trip, nothing else
+            outcome = self._try(runtime, hub, owner, token, False, deadline)
+            if outcome.result is not None:
+                holding: Holding = outcome.result
+                return holding
+        return self._wait_for_turn(runtime, hub, owner, token, deadline, outcome)
 
-        def attempt(join: bool) -> Outcome:
-            sent = time.monotonic()
-            reply = self._attempt(token, join=join, deadline=deadline)
-            if reply.acquired:
-                return Outcome(result=self._new_holding(owner, token, reply.value, sent))
-            if reply.server_ms is not None:
-                hub.clock(reply.server_ms, time.monotonic())
-            refusal = (0, reply.status == HELD, reply.value)
-            return Outcome(refusals=(refusal,), answered=(0,), queued=(0,) if join else ())
+    def _wait_for_turn(
+        self,
+        runtime: Runtime,
+        hub: Hub,
+        owner: Hashable,
+        token: bytes,
+        deadline: float | None,
+        outcome: Outcome | None,
+    ) -> Holding | None:
+        """Try, queue and sleep until the turn comes (an :class:`Turn`: it says what
+        next after each try), then leave the queue unless it was granted."""
+        grantee = None  # (with wait_replicas, a granted waiter claims in its try, then WAIT)
+        if self._wait is None:  # how the hub completes this acquire should a release grant it
+            claim = (CLAIM, [self._keys.lock], claim_args(token=token, ttl_ms=self._ttl_ms))
+            template = self._holding_for(owner, token, 0, 0.0, runtime.renewal, RENEW)
+            grantee = Grantee(claim, template)
+        turn = Turn([hub], token, grantee, deadline=deadline, fallback=self.ttl)
+        try:
+            try:
+                join = turn.next(outcome)
+                while join is not None:
+                    outcome = self._try(runtime, hub, owner, token, join, deadline)
+                    join = turn.next(outcome)
+            except RedisError as exc:  # subscribing failed (a try raises LockUnavailable)
+                raise self._unavailable("wait for", exc) from exc
+            holding: Holding | None = turn.result
+            return holding
+        finally:
+            if turn.close():
+                left = budget(deadline, runtime.backend.socket_timeout, time.monotonic())
+                if turn.gave_up:  # the answer is False only if Redis says we left
+                    self._leave(token, left)
+                else:
+                    Shield.cleanup(functools.partial(self._leave, token), left)
 
-        def leave(servers: list[int], timeout: float | None) -> None:
-            args = leave_args(
-                token=token, window_ms=self._window_ms, channels=self._channels(), mode=self._mode
-            )
-            self._run(LEAVE, self._keys.in_order(), args, "leave the queue of", timeout)
+    def _try(
+        self,
+        runtime: Runtime,
+        hub: Hub,
+        owner: Hashable,
+        token: bytes,
+        join: bool,
+        deadline: float | None,
+    ) -> Outcome:
+        """One try (``join``: if refused, queue up): the holding, or what the refusal said."""
+        sent = time.monotonic()
+        reply = self._attempt(runtime, token, join=join, deadline=deadline)
+        if reply.acquired:
+            ends = sent + self.ttl
+            holding = self._holding_for(owner, token, reply.value, ends, runtime.renewal, RENEW)
+            return Outcome(result=holding)
+        if reply.server_ms is not None:
+            hub.clock(reply.server_ms, time.monotonic())
+        refusal = (0, reply.status == HELD, reply.value)
+        return Outcome(refusals=(refusal,), answered=(0,), queued=(0,) if join else ())
 
-        # With wait_replicas, a granted waiter claims in its own attempt, followed by WAIT.
-        grantee = None if self._wait is not None else self._grantee(owner, token)
-        holding: Holding | None = self._wait_turn(
-            hub, token, attempt, leave, deadline=deadline, fallback=self.ttl, grantee=grantee
+    def _leave(self, token: bytes, timeout: float | None) -> None:
+        """Leave the queue (passing on a turn we were given)."""
+        args = leave_args(
+            token=token, window_ms=self._window_ms, channels=self._channels(), mode=self._mode
         )
-        return holding
+        self._run(LEAVE, self._keys.in_order(), args, "leave the queue of", timeout)
 
-    def _new_holding(self, owner: Hashable, token: bytes, fence: int, sent: float) -> Holding:
-        runtime = self._runtime()
-        return self._holding_for(owner, token, fence, sent + self.ttl, runtime.renewal, RENEW)
-
-    def _grantee(self, owner: Hashable, token: bytes) -> Grantee:
-        """How the hub completes this acquire should a release grant it the lock."""
-        claim = (CLAIM, [self._keys.lock], claim_args(token=token, ttl_ms=self._ttl_ms))
-
-        def granted(fence: int, expires_at: float) -> Holding:
-            renewal = self._runtime().renewal
-            return self._holding_for(owner, token, fence, expires_at, renewal, RENEW)
-
-        return Grantee(claim, self._ttl_ms, granted)
-
-    def _attempt(self, token: bytes, *, join: bool, deadline: float | None) -> Any:
+    def _attempt(
+        self, runtime: Runtime, token: bytes, *, join: bool, deadline: float | None
+    ) -> Any:
+        """The acquire script (with ``WAIT`` behind it if ``wait_replicas``), its reply
+        decoded; should its reply be lost, or the caller cancelled, it is undone."""
         args = acquire_args(
             token=token,
             ttl_ms=self._ttl_ms,
@@ -348,25 +393,22 @@ class Lock(Handle):
             window_ms=self._window_ms,
             channels=self._channels(),
         )
-        call = (self._keys.in_order(), args)
-        wait = self._wait
+        script, keys, wait = ACQUIRE[self._mode], self._keys.in_order(), self._wait
         acked: Any = None
-        if wait is None:
-            raw = self._run_or_undo(
-                lambda: self._runtime().backend.run(ACQUIRE[self._mode], *call),
-                lambda timeout: self._undo(token, timeout),
-                "acquire",
-                deadline,
+        try:
+            if wait is None:
+                raw = runtime.backend.run(script, keys, args)
+            else:
+                raw, acked = runtime.backend.run_acknowledged(
+                    script, keys, args, wait, self.wait_timeout
+                )
+        except BaseException as exc:
+            error = self._undo_after(
+                exc, functools.partial(self._undo, token), "acquire", deadline
             )
-        else:
-            raw, acked = self._run_or_undo(
-                lambda: self._runtime().backend.run_acknowledged(
-                    ACQUIRE[self._mode], *call, wait, self.wait_timeout
-                ),
-                lambda timeout: self._undo(token, timeout),
-                "acquire",
-                deadline,
-            )
+            if error is None:
+                raise
+            raise error from exc
         reply = decode_acquire(raw)
         if wait is not None and reply.acquired:
             self._check_acknowledged(token, acked)

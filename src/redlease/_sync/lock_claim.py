@@ -10,8 +10,8 @@ returns a grant whose claim said the lock is still its, on its own lease.
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Callable
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -28,20 +28,15 @@ __all__ = ["ClaimReply", "Grantee"]
 class Grantee:
     """How a fair Lock's waiter takes a grant its hub read (see ``waiters.Grantee``).
 
-    ``claim``: the call (script, keys, args) that takes up its own lease of ``ttl_ms`` (a
-    grant on that lease, read fresh, needs none); ``granted(fence, expires_at)`` builds the
-    holding (``expires_at``: local monotonic end of the grant's short lease).
+    ``claim``: the call (script, keys, args) that takes up its own lease; ``holding``: the
+    holding a grant makes, but for its fence and lease end, whose ``ttl_ms`` is that lease (a
+    grant on that lease, read fresh, needs no claim).
     """
 
-    def __init__(
-        self,
-        claim: tuple[Script, list[bytes], list[Any]],
-        ttl_ms: int,
-        granted: Callable[[int, float], Holding],
-    ) -> None:
+    def __init__(self, claim: tuple[Script, list[bytes], list[Any]], holding: Holding) -> None:
         self.claim = claim
-        self.ttl_ms = ttl_ms
-        self._granted = granted
+        self.ttl_ms = holding.ttl_ms
+        self._holding = holding
 
     def take(self, hub: Hub, waiter: Waiter) -> ClaimReply | None:
         """Build the grant's holding and send the claim; the reply for the hub to read, or
@@ -49,7 +44,8 @@ class Grantee:
         grant = waiter.grant
         assert grant is not None
         fence, expires_at, fresh, lease_ms = grant
-        result = self._granted(fence, expires_at)
+        # expires_at: the local monotonic end of the grant's short lease
+        result = dataclasses.replace(self._holding, fence=fence, expires_at=expires_at)
         if fresh and lease_ms == self.ttl_ms:  # granted on its own lease: nothing to claim
             self.settle(hub, waiter, result, True, None)
             return None
