@@ -10,6 +10,7 @@ from typing import Any
 import redis.asyncio
 from redis.exceptions import RedisError
 
+from .. import _observe
 from .._core import handover, validate
 from .._core.bounds import budget
 from .._core.breakglass import ForceReleased
@@ -34,13 +35,12 @@ from .._core.lock import (
     leave_args,
     release_args,
 )
-from .._core.replicas import decode_ack, wait_command
+from .._core.replicas import unacknowledged, wait_command
 from .._core.waiters import Outcome
 from .._synchronization import AsyncBackground, AsyncShield
-from ..errors import LockUnavailable, ReplicasUnavailable
 from .breakglass import force_release_lock
 from .flavor import check_client
-from .handle import AsyncHandle
+from .handle import DEFAULT, AsyncHandle
 from .hub import AsyncHub
 from .lock_claim import AsyncGrantee
 from .runtime import AsyncRuntime
@@ -303,6 +303,28 @@ class AsyncLock(AsyncHandle):
         self._adopted = holding
 
     # -- the conversation with Redis --------------------------------------------------------
+    async def acquire(self, blocking: bool = True, timeout: float | None = DEFAULT) -> bool:
+        done, owner, holder, deadline, started = await self._enter(blocking, timeout)
+        if done is not None:  # (the handle's checks and local mutex: re-entered, or not)
+            return done
+        try:
+            holding = await self._acquire(owner, deadline)
+            while holding is not None and holding.ran_out(time.monotonic()):
+                _observe.lost(holding, "arrival")  # (see AsyncHandle.acquire)
+                holding = None if past(deadline) else await self._acquire(owner, deadline)
+        except BaseException as exc:
+            self._failed(exc, locked=True)
+            raise
+        return self._entered(holding, holder, started)
+
+    async def _release_remote(self, holding: Holding) -> None:
+        keys, args = self._keys.in_order(), self._release_args(holding.token)
+        if not int(await self._run(RELEASE, keys, args, "release")):
+            holding.lost = True
+            raise self._lost("was lost before release: its lease ran out or it was taken")
+
+    acquire.__doc__ = AsyncHandle.acquire.__doc__
+
     async def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
         """Take the lock in Redis by ``deadline``: one try while nobody in this process waits
         on its hub (the uncontended path), else the waiting loop, driven from here."""
@@ -361,30 +383,9 @@ class AsyncLock(AsyncHandle):
         join: bool,
         deadline: float | None,
     ) -> Outcome:
-        """One try (``join``: if refused, queue up): the holding, or what the refusal said."""
-        sent = time.monotonic()
-        reply = await self._attempt(runtime, token, join=join, deadline=deadline)
-        if reply.acquired:
-            ends = sent + self.ttl
-            holding = self._holding_for(owner, token, reply.value, ends, runtime.renewal, RENEW)
-            return Outcome(result=holding)
-        if reply.server_ms is not None:
-            hub.clock(reply.server_ms, time.monotonic())
-        refusal = (0, reply.status == HELD, reply.value)
-        return Outcome(refusals=(refusal,), answered=(0,), queued=(0,) if join else ())
-
-    async def _leave(self, token: bytes, timeout: float | None) -> None:
-        """Leave the queue (passing on a turn we were given)."""
-        args = leave_args(
-            token=token, window_ms=self._window_ms, channels=self._channels(), mode=self._mode
-        )
-        await self._run(LEAVE, self._keys.in_order(), args, "leave the queue of", timeout)
-
-    async def _attempt(
-        self, runtime: AsyncRuntime, token: bytes, *, join: bool, deadline: float | None
-    ) -> Any:
-        """The acquire script (with ``WAIT`` behind it if ``wait_replicas``), its reply
-        decoded; should its reply be lost, or the caller cancelled, it is undone."""
+        """One try (``join``: if refused, queue up), with ``WAIT`` behind it if
+        ``wait_replicas``: the holding, or what the refusal said. Should its reply be lost, or
+        the caller cancelled, it is undone."""
         args = acquire_args(
             token=token,
             ttl_ms=self._ttl_ms,
@@ -394,6 +395,7 @@ class AsyncLock(AsyncHandle):
         )
         script, keys, wait = ACQUIRE[self._mode], self._keys.in_order(), self._wait
         acked: Any = None
+        sent = time.monotonic()
         try:
             if wait is None:
                 raw = await runtime.backend.run(script, keys, args)
@@ -409,53 +411,42 @@ class AsyncLock(AsyncHandle):
                 raise
             raise error from exc
         reply = decode_acquire(raw)
-        if wait is not None and reply.acquired:
-            await self._check_acknowledged(token, acked)
-        return reply
+        if reply.acquired:
+            if wait is not None:
+                await self._check_acknowledged(token, acked)
+            ends = sent + self.ttl
+            holding = self._holding_for(owner, token, reply.value, ends, runtime.renewal, RENEW)
+            return Outcome(result=holding)
+        if reply.server_ms is not None:
+            hub.clock(reply.server_ms, time.monotonic())
+        refusal = (0, reply.status == HELD, reply.value)
+        return Outcome(refusals=(refusal,), answered=(0,), queued=(0,) if join else ())
+
+    async def _leave(self, token: bytes, timeout: float | None) -> None:
+        """Leave the queue (passing on a turn we were given)."""
+        args = leave_args(
+            token=token, window_ms=self._window_ms, channels=self._channels(), mode=self._mode
+        )
+        await self._run(LEAVE, self._keys.in_order(), args, "leave the queue of", timeout)
 
     async def _check_acknowledged(self, token: bytes, acked: Any) -> None:
         """Release the lock just taken and raise, unless enough replicas acknowledged it."""
-        if isinstance(acked, RedisError):  # e.g. no WAITAOF on this server: no downgrade
-            command = "WAITAOF (Redis or valkey >= 7.2)" if self.wait_aof else "WAIT"
-            error: LockUnavailable = LockUnavailable(
-                f"lock {self.name!r} was taken but the server refused {command}: {acked}; "
-                "released it again",
-                name=self.name,
-            )
-            cause: BaseException | None = acked
-        else:
-            ack = decode_ack(acked, self.wait_aof)
-            if ack.enough(self.wait_replicas):
-                return
-            local = "" if ack.local is None else f"; fsynced by the master: {ack.local}"
-            error = ReplicasUnavailable(
-                f"lock {self.name!r} was taken but only {ack.replicas} of "
-                f"{self.wait_replicas} replica(s) acknowledged it within {self.wait_timeout} s"
-                f"{local}: released it again",
-                name=self.name,
-                acknowledged=ack.replicas,
-                wanted=self.wait_replicas,
-                fsynced_locally=ack.local,
-            )
-            cause = None
+        error = unacknowledged(
+            self.name, acked, self.wait_aof, self.wait_replicas, self.wait_timeout
+        )
+        if error is None:
+            return
         # The server answered: the release gets one reply's time (the socket timeout), as
         # any call does; the lock is not left to expire while nobody holds it.
         limit = self._runtime().backend.socket_timeout
-        await AsyncShield.cleanup(lambda timeout: self._undo(token, timeout), limit)
-        raise error from cause
+        await AsyncShield.cleanup(functools.partial(self._undo, token), limit)
+        raise error from (acked if isinstance(acked, Exception) else None)
 
     async def _undo(self, token: bytes, timeout: float | None) -> None:
         """Release an acquisition whose grant we may never have seen (quietly)."""
         await self._run(
             RELEASE, self._keys.in_order(), self._release_args(token), "release", timeout
         )
-
-    async def _release_remote(self, holding: Holding) -> None:
-        keys, args = self._keys.in_order(), self._release_args(holding.token)
-        released = await self._run(RELEASE, keys, args, "release")
-        if not int(released):
-            holding.lost = True
-            raise self._lost("was lost before release: its lease ran out or it was taken")
 
     async def _set_lease(self, holding: Holding, ttl_ms: int) -> None:
         sent = time.monotonic()
