@@ -1,11 +1,10 @@
-"""asyncio: the hub's reader (the leading task) sends a fresh grant's claim and wakes the
-waiter without reading the claim's reply; whoever next relies on the lease reads it (the
-release behind it, ``extend()``, or the watchdog within a third of the grant's short lease).
+"""asyncio: the hub's reader (the leading task) sends a grant's claim and reads its reply
+before it wakes the waiter, so ``acquire()`` returns a lock held on its own lease.
 
-A task granted the lock that then holds it past the hand-off window without touching it is
-held on its full lease (the twin: were the watchdog to schedule the grant as any holding, the
-reply would stay unread and the handle would judge the lock on the grant's short lease,
-long run out, while Redis holds it).
+A task granted the lock on the short lease of the hand-off window that then holds it past the
+window without touching it is held on its full lease (the twin: were the claim's reply not
+applied, the handle would judge the lock on the grant's short lease, long run out, while
+Redis holds it).
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import pytest
 import redis.asyncio
 
 import redlease.asyncio as redlease
-from redlease._async import renewer as renewer_module
+from redlease._async import lock_claim
 
 pytestmark = pytest.mark.timeout(60)
 HANDOFF = 0.2
@@ -69,21 +68,19 @@ async def test_a_grant_held_past_the_handoff_window_is_held_on_its_full_lease(
     assert seen["acquired"] and seen["owned"]
     assert seen["remaining"] > 20  # the 30 s lease, not what is left of the grant's 0.2 s
     assert seen["pttl"] > 20_000
-    assert seen["believed"] > 20  # the handle knows it: it read the claim's reply in time
+    assert seen["believed"] > 20  # the handle knows it: it read the claim's reply
     assert seen["released"] is True
 
 
-async def test_twin_a_grant_nobody_settles_is_judged_on_its_short_lease(
+async def test_twin_a_grant_whose_claim_is_not_applied_is_judged_on_its_short_lease(
     async_client: redis.asyncio.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = renewer_module.AsyncRenewer.add
+    real = lock_claim.AsyncGrantee.settle
 
-    def add_as_any_holding(self: Any, holding: Any) -> None:
-        settle, holding.settle = holding.settle, None
-        real(self, holding)
-        holding.settle = settle
+    def settle_unapplied(self: Any, hub: Any, waiter: Any, result: Any, ok: Any, sent: Any) -> None:
+        real(self, hub, waiter, result, ok, None if ok is True else sent)
 
-    monkeypatch.setattr(renewer_module.AsyncRenewer, "add", add_as_any_holding)
+    monkeypatch.setattr(lock_claim.AsyncGrantee, "settle", settle_unapplied)
     seen = await _granted_after_waiting(async_client, "unsettled-async", hold=5 * HANDOFF)
     assert seen["acquired"]
     assert seen["pttl"] > 20_000  # the claim landed: Redis holds it for the lease
@@ -93,9 +90,9 @@ async def test_twin_a_grant_nobody_settles_is_judged_on_its_short_lease(
 
 
 async def test_a_granted_lock_is_released_at_once_after_close(server: Any) -> None:
-    """The grant's claim reply is still unread when redlease is closed: the release goes on a
-    fresh connection (it used to be sent behind the claim on a connection close() ended, and
-    waited a socket timeout for a reply that never came, then raised)."""
+    """A granted lock (its claim read) released after redlease is closed: the release goes on a
+    fresh connection at once (it used to be sent behind the claim on a connection close()
+    ended, and waited a socket timeout for a reply that never came, then raised)."""
     client = redis.asyncio.Redis(host=server.host, port=server.port, socket_timeout=3.0)
     holder_client = redis.asyncio.Redis(host=server.host, port=server.port)
     holder = redlease.Lock(holder_client, "closed-grant", ttl=30)

@@ -160,7 +160,7 @@ async def _cancelled_while_granting(
     queue = Queue(client, name)
     await queue.wait_on("a", "c", "b")
 
-    async def cancelled(self: Any, hub: Any, waiter: Any, defer: bool) -> Any:
+    async def cancelled(self: Any, hub: Any, waiter: Any) -> Any:
         raise asyncio.CancelledError  # as if A were cancelled right here
 
     monkeypatch.setattr(lock_claim.AsyncGrantee, "take", cancelled)

@@ -127,10 +127,10 @@ def _skips_every_claim(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) 
     cls = getattr(module, name)
     take = cls.take
 
-    def take_as_own(self: Any, hub: Any, waiter: Any, defer: bool) -> Any:
+    def take_as_own(self: Any, hub: Any, waiter: Any) -> Any:
         assert waiter.grant is not None
         self.ttl_ms = waiter.grant[3]
-        return take(self, hub, waiter, defer)
+        return take(self, hub, waiter)
 
     monkeypatch.setattr(cls, "take", take_as_own)
 
@@ -149,9 +149,9 @@ async def test_twin_the_asyncio_grantee_that_never_claims(
 ) -> None:
     take = async_claim.AsyncGrantee.take
 
-    async def take_as_own(self: Any, hub: Any, waiter: Any, defer: bool) -> Any:
+    async def take_as_own(self: Any, hub: Any, waiter: Any) -> Any:
         self.ttl_ms = waiter.grant[3]
-        return await take(self, hub, waiter, defer)
+        return await take(self, hub, waiter)
 
     monkeypatch.setattr(async_claim.AsyncGrantee, "take", take_as_own)
     seen = await granted_async(async_client, "fresh-unclaimed-async", 10, 30)

@@ -1,12 +1,12 @@
 """The sync waiter hub reads with the waiting threads (leader/follower), and a granted lock's
-claim is read later, by whoever next relies on its lease.
+claim reply is read before its ``acquire()`` returns.
 
 * A thread waiting alone on its hub reads the subscription itself: its grant wakes it with no
   reader thread in between (the twin: a hub that does not let waiters lead keeps a reader).
-* A thread granted the lock returns before its claim's reply is read; when it then holds the
-  lock past the hand-off window without touching it, the watchdog reads the reply in time,
-  and the lock is held on its full lease (the twin: without that, the handle would take the
-  grant's short lease, forget the lock after it, and refuse to release a lock that Redis holds).
+* A thread granted the lock on the short lease of the hand-off window returns once its claim's
+  reply is read, and holds the lock on its full lease past the window (the twin: were the
+  reply not applied, the handle would take the grant's short lease, forget the lock after it,
+  and refuse to release a lock that Redis holds).
 * Threads following a leader lose no wake-up when it stops reading (a crowd, taking turns).
 
 asyncio's hub leads the same way: tests/test_asyncio_leader.py.
@@ -22,7 +22,7 @@ import pytest
 import redis
 
 import redlease
-from redlease._sync import renewer as renewer_module
+from redlease._sync import lock_claim
 from redlease._sync.runtime import runtime_for
 from redlease._synchronization import Background
 
@@ -108,21 +108,18 @@ def test_a_grant_held_past_the_handoff_window_is_held_on_its_full_lease(
     assert seen["released"] is True
 
 
-def test_twin_a_grant_nobody_settles_is_judged_on_its_short_lease(
+def test_twin_a_grant_whose_claim_is_not_applied_is_judged_on_its_short_lease(
     client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Were the watchdog to schedule a grant as any holding (a third of the full lease), the
-    claim's reply would stay unread, and the handle would believe the grant's short lease
-    although Redis holds the lock for the whole lease: local bookkeeping would lose a lock
-    that is held."""
-    real = renewer_module.Renewer.add
+    """Were the claim's reply not applied to the holding, the handle would believe the grant's
+    short lease although Redis holds the lock for the whole lease: local bookkeeping would
+    lose a lock that is held."""
+    real = lock_claim.Grantee.settle
 
-    def add_as_any_holding(self: Any, holding: Any) -> None:
-        settle, holding.settle = holding.settle, None
-        real(self, holding)
-        holding.settle = settle
+    def settle_unapplied(self: Any, hub: Any, waiter: Any, result: Any, ok: Any, sent: Any) -> None:
+        real(self, hub, waiter, result, ok, None if ok is True else sent)
 
-    monkeypatch.setattr(renewer_module.Renewer, "add", add_as_any_holding)
+    monkeypatch.setattr(lock_claim.Grantee, "settle", settle_unapplied)
     seen = _granted_after_waiting(client, "unsettled", hold=5 * HANDOFF)
     assert seen["acquired"]
     assert seen["pttl"] > 20_000  # the claim landed: Redis holds it for the lease

@@ -150,6 +150,8 @@ def test_twin_the_hub_keeping_the_error_itself_leaks_the_handle(
 ) -> None:
     """The old hub (it kept the error as caught) fails the check above: the waiting thread or
     task reads the subscription itself, so the error's frames hold the waiter's handle."""
+    if Tasks.ASYNC:  # (the frames reach its grantee, which holds a holding, no handle)
+        pytest.skip("asyncio: a task's finished frames do not keep their callers' frames")
     monkeypatch.setattr(hub_module, "kept", lambda exc, fallback=None: exc)
     alive, gone = dropped_after_pubsub_kill(
         client, "kept:old", ttl=TWIN_TTL, handoff=1.0, leaks=True

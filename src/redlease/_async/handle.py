@@ -3,9 +3,14 @@
 Ownership (who may release: the thread that acquired, or any task of the event loop; see
 ``docs/safety.md``, "Who owns a lock"), the local queue of a shared handle, reentrancy,
 the self-deadlock check, the context manager and the error messages live here once.
-:class:`~redlease._async.lock.AsyncLock` and :class:`~redlease._async.redlock.AsyncRedlock`
-add only their conversation with Redis: ``_acquire``, ``_release_remote`` and ``_set_lease``
-(Redlock also ``_runtime``: the client's runtime, from :class:`AsyncPrimitive`, serves a Lock).
+An acquire is :meth:`~AsyncHandle._enter` (checks, re-entry, the local mutex), the kind's
+conversation with Redis, then :meth:`~AsyncHandle._entered` or :meth:`~AsyncHandle._failed`; a
+release is :meth:`~AsyncHandle._let_go`, then Redis. :class:`~redlease._async.lock.AsyncLock`
+calls the acquire's steps from its own ``acquire``, so that its calls only go down;
+:class:`~redlease._async.redlock.AsyncRedlock` and the redis-py-keys lock still plug their
+conversation into this module's ``acquire``, and every kind into its ``release``:
+``_acquire``, ``_release_remote`` and ``_set_lease`` (Redlock also ``_runtime``: the client's
+runtime, from :class:`AsyncPrimitive`, serves a Lock).
 """
 
 from __future__ import annotations
@@ -25,12 +30,14 @@ from .._core.scripts import Script
 from .._synchronization import AsyncBackground, AsyncFunction, AsyncMutex
 from ..errors import LockLost, LockNotOwned, LockUnavailable, NotAcquired, Unavailable
 from .primitive import AsyncPrimitive
-from .renewer import settled
+from .waiting import past
 
 __all__ = ["DEFAULT", "AsyncHandle", "AsyncHeld"]
 
 DEFAULT: Any = object()
 _Handle = TypeVar("_Handle", bound="AsyncHandle")
+_Entry = tuple[bool | None, Hashable, Hashable, float | None, float]
+"""An acquire on its way: ``(done, owner, holder, deadline, started)`` (``_enter``)."""
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -121,75 +128,99 @@ class AsyncHandle(AsyncPrimitive):
         a lock the caller holds and keeps renewing (use :class:`RLock` to re-enter). A holding
         whose lease has run out is not held any more: the caller may take the lock again.
         """
-        started = time.monotonic()
-        _observe.waiting(self._primitive, self._label, 1)
+        done, owner, holder, deadline, started = await self._enter(blocking, timeout)
+        if done is not None:
+            return done
         try:
-            acquired = await self._take(blocking, timeout)
-        except Unavailable as exc:
-            _observe.error(self._primitive, self._label, "acquire", exc)
-            raise
-        finally:
-            _observe.waiting(self._primitive, self._label, -1)
-        if acquired:
-            _observe.acquired(self._primitive, self._label, time.monotonic() - started)
-        else:
-            _observe.not_acquired(self._primitive, self._label, time.monotonic() - started)
-        return acquired
-
-    async def _take(self, blocking: bool, timeout: float | None) -> bool:
-        limit = validate.wait_limit(blocking, timeout, self.timeout, given=timeout is not DEFAULT)
-        deadline = None if limit is None else time.monotonic() + limit
-        owner, holder = AsyncBackground.owner(), AsyncBackground.holder()
-        if self._holding is not None and self._holding.inherited:
-            self._holding, self._count = None, 0  # a forked parent's: the child holds nothing
-        runtime = self._runtime()
-        now = time.monotonic()
-        current = runtime.holdings.get(self._keys.lock)
-        if current is not None and current.ran_out(now):
-            current.lost = True  # its lease surely ran out (no watchdog): not held any more
-        if self._reentrant and any(
-            h is not None
-            and h.owner is owner
-            and h.reentrant
-            and not h.released
-            and (h.lost or h.ran_out(now))
-            for h in (current, self._holding if self._count else None)
-        ):  # re-entry into a lease lost since, whoever found it lost: as _reenter would say
-            raise self._lost("was lost: its lease ran out or it was taken")
-        self._forget_lapsed(holder, now)
-        if current is not None and current.owner is owner and current.active:
-            if self._reentrant and current.reentrant:
-                await self._reenter(current)
-                return True
-            if limit is None and (current is self._holding or current.renewed):
-                raise RuntimeError(
-                    f"lock {self.name!r} is already held by this {AsyncBackground.OWNER}: "
-                    "waiting for it without a timeout would wait forever; use RLock for a "
-                    "reentrant lock, or a timeout"
-                )
-        if not await self._take_mutex(holder, deadline):
-            return False
-        try:
-            while True:
-                holding = await self._acquire(owner, deadline)
-                if holding is None or not holding.ran_out(time.monotonic()):
-                    break
+            holding = await self._acquire(owner, deadline)
+            while holding is not None and holding.ran_out(time.monotonic()):
                 # Granted, but its lease ran out before acquire() could return it (a pause,
                 # or servers that took longer than the lease to answer the rest): never
                 # returned as held. The keys have expired with it; try again in the time left.
                 _observe.lost(holding, "arrival")
-                if deadline is not None and time.monotonic() >= deadline:
-                    holding = None
-                    break
-        except BaseException:
-            self._mutex.release()
+                holding = None if past(deadline) else await self._acquire(owner, deadline)
+        except BaseException as exc:
+            self._failed(exc, locked=True)
             raise
-        if holding is None:
+        return self._entered(holding, holder, started)
+
+    async def _enter(self, blocking: bool, timeout: float | None) -> _Entry:
+        """What an acquire does before asking Redis: its argument checks, re-entry (RLock),
+        the self-deadlock check and the handle's local mutex. ``(done, owner, holder,
+        deadline, started)``: ``done`` set, the acquire is over (re-entered, or the mutex
+        stayed taken); else the mutex is taken, and the acquire ends with :meth:`_entered` or
+        :meth:`_failed`."""
+        started = time.monotonic()
+        _observe.waiting(self._primitive, self._label, 1)
+        try:
+            limit = validate.wait_limit(
+                blocking, timeout, self.timeout, given=timeout is not DEFAULT
+            )
+            deadline = None if limit is None else time.monotonic() + limit
+            owner, holder = AsyncBackground.owner(), AsyncBackground.holder()
+            if self._holding is not None and self._holding.inherited:
+                self._holding, self._count = None, 0  # a forked parent's: the child holds none
+            now = time.monotonic()
+            current = self._runtime().holdings.get(self._keys.lock)
+            if current is not None and current.ran_out(now):
+                current.lost = True  # its lease surely ran out (no watchdog): not held now
+            if self._reentrant and any(
+                h is not None
+                and h.owner is owner
+                and h.reentrant
+                and not h.released
+                and (h.lost or h.ran_out(now))
+                for h in (current, self._holding if self._count else None)
+            ):  # re-entry into a lease lost since, whoever found it lost: as _reenter says
+                raise self._lost("was lost: its lease ran out or it was taken")
+            self._forget_lapsed(holder, now)
+            done: bool | None = None
+            if current is not None and current.owner is owner and current.active:
+                if self._reentrant and current.reentrant:
+                    await self._reenter(current)
+                    done = True
+                elif limit is None and (current is self._holding or current.renewed):
+                    raise RuntimeError(
+                        f"lock {self.name!r} is already held by this {AsyncBackground.OWNER}: "
+                        "waiting for it without a timeout would wait forever; use RLock for a "
+                        "reentrant lock, or a timeout"
+                    )
+            if done is None and not await self._take_mutex(holder, deadline):
+                done = False
+        except BaseException as exc:
+            self._failed(exc, locked=False)
+            raise
+        if done is not None:
+            self._entered(None, holder, started, done=done)
+        return done, owner, holder, deadline, started
+
+    def _entered(
+        self, holding: Holding | None, holder: Hashable, started: float, done: bool | None = None
+    ) -> bool:
+        """End an acquire: ``holding`` becomes this handle's (``None``: the lock stayed held,
+        and the mutex is let go). ``done``: the acquire was over before it asked Redis
+        (re-entered: True; the mutex stayed taken: False)."""
+        if holding is not None:
+            holding.acquired_at = time.monotonic()
+            self._hold(holding, holder)
+            done = True
+        elif done is None:
             self._mutex.release()
-            return False
-        holding.acquired_at = time.monotonic()
-        self._hold(holding, holder)
-        return True
+            done = False
+        _observe.waiting(self._primitive, self._label, -1)
+        if done:
+            _observe.acquired(self._primitive, self._label, time.monotonic() - started)
+        else:
+            _observe.not_acquired(self._primitive, self._label, time.monotonic() - started)
+        return done
+
+    def _failed(self, exc: BaseException, *, locked: bool) -> None:
+        """End an acquire that raised ``exc`` (``locked``: with the handle's mutex taken)."""
+        if locked:
+            self._mutex.release()
+        _observe.waiting(self._primitive, self._label, -1)
+        if isinstance(exc, Unavailable):
+            _observe.error(self._primitive, self._label, "acquire", exc)
 
     async def _take_mutex(self, holder: Hashable, deadline: float | None) -> bool:
         """Take the handle's local mutex by ``deadline``. While the caller's own holding keeps
@@ -280,6 +311,19 @@ class AsyncHandle(AsyncPrimitive):
         renewed. In asyncio any task of the lock's event loop may release it (as with
         ``asyncio.Lock``); in threads only the thread that acquired it.
         """
+        holding = self._let_go()
+        if holding is None:
+            return
+        try:
+            await self._release_remote(holding)
+        except BaseException as exc:
+            self._release_failed(holding, exc)
+            raise
+        _observe.released(holding, time.monotonic() - holding.acquired_at)
+
+    def _let_go(self) -> Holding | None:
+        """What a release does before telling Redis: the holding to release there (``None``:
+        an RLock still held, by another count); raises LockNotOwned, or LockLost."""
         holding = self._owned_holding("release")
         self._count -= 1
         holding.count -= 1
@@ -289,21 +333,20 @@ class AsyncHandle(AsyncPrimitive):
         if holding.count > 0:
             if holding.lost:
                 raise self._lost("was lost before this release")
-            return
+            return None
         runtime = self._runtime()
         if runtime.holdings.get(holding.key) is holding:
             del runtime.holdings[holding.key]
         if not runtime.renewer.release(holding):
             raise self._lost("was lost before release: its lease ran out or it was taken")
-        try:
-            await self._release_remote(holding)
-        except LockLost:
+        return holding
+
+    def _release_failed(self, holding: Holding, exc: BaseException) -> None:
+        """Log and count a release that raised ``exc`` in Redis."""
+        if isinstance(exc, LockLost):
             _observe.lost(holding, "release")
-            raise
-        except Unavailable as exc:
+        elif isinstance(exc, Unavailable):
             _observe.error(self._primitive, self._label, "release", exc)
-            raise
-        _observe.released(holding, time.monotonic() - holding.acquired_at)
 
     async def extend(self, ttl: float | None = None) -> None:
         """Set the remaining lease to ``ttl`` seconds (default: the lock's ttl); not added.
@@ -319,7 +362,6 @@ class AsyncHandle(AsyncPrimitive):
             raise
 
     async def _extend(self, holding: Holding, ttl_ms: int) -> None:
-        await settled(holding)
         if holding.lost:
             raise self._lost("was lost: its lease ran out or it was taken")
         await self._set_lease(holding, ttl_ms)
@@ -339,8 +381,7 @@ class AsyncHandle(AsyncPrimitive):
     async def _give_up(self) -> Holding:
         """Stop owning and renewing the caller's holding without releasing it (``detach``):
         the lease runs on in Redis, and the handle is free again."""
-        await settled(self._owned_holding("detach"))  # a grant's claim, read first
-        holding = self._owned_holding("detach")  # (asyncio: another task may have released)
+        holding = self._owned_holding("detach")
         if holding.count != self._count:
             raise RuntimeError(
                 f"cannot detach lock {self.name!r}: it is also held through another RLock "

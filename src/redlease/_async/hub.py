@@ -245,14 +245,9 @@ class AsyncHub:
         """The server this hub listens to (a grantee sends its claim there)."""
         return self._backend
 
-    def hand(self, waiter: Waiter, result: Any) -> None:
-        """A fresh grant: ``acquire()`` returns ``result`` once ``waiter`` is woken."""
-        with self._guard:
-            waiter.result = result
-
     def settle(self, waiter: Waiter, result: Any) -> bool:
-        """A grant is dealt with; ``result`` (a late grant's, claimed) goes to ``waiter`` if it
-        still waits here (True)."""
+        """A grant is dealt with; ``result`` (``None``: nothing for it) goes to ``waiter`` if
+        it still waits here (True): ``acquire()`` returns it once ``waiter`` is woken."""
         with self._guard:
             keep = result is not None and self._table.registered(waiter)
             if keep:
@@ -374,9 +369,9 @@ class AsyncHub:
                 self._table.confirmed = False
                 self._pubsub = None
                 self._reader = None
-        if granted:  # a reader thread reads on; a leader or a task never waits on a reply
+        if granted:
             try:
-                await self._grant(granted, woken, defer=lead or AsyncBackground.ASYNC)
+                await self._grant(granted, woken)
             except BaseException:  # a leading task cancelled: they try again, and claim
                 self._wake_all(woken)
                 raise
@@ -394,22 +389,21 @@ class AsyncHub:
         """Wake the waiters a message named whose grants were not all handed out."""
         _signal(woken)
 
-    async def _grant(self, granted: list[Waiter], woken: list[Waiter], *, defer: bool) -> None:
-        """Hand each grant to its waiter's grantee, which sends the claim; wake the woken, then
-        have the claims' replies read: a fresh grant's waiter returns from ``acquire()``
-        meanwhile, a late grant's is woken after, once its claim said whether the lock is
-        still its (see ``lock_claim.py``). ``defer``: the reader should not wait for replies."""
-        late = [w for w in granted if w.grant is not None and not w.grant[2]]
+    async def _grant(self, granted: list[Waiter], woken: list[Waiter]) -> None:
+        """Hand each grant to its waiter's grantee, which sends the claim (if one is needed);
+        wake the woken but the claiming, read the claims' replies, then wake those: a grant
+        goes to its waiter once its claim said the lock is still its (see ``lock_claim.py``)."""
         replies = []
         for waiter in granted:
             assert waiter.grantee is not None
-            reply = await waiter.grantee.take(self, waiter, defer)
+            reply = await waiter.grantee.take(self, waiter)
             if reply is not None:
                 replies.append(reply)
-        _signal([w for w in woken if all(w is not x for x in late)])
+        claiming = [reply.waiter for reply in replies]
+        _signal([w for w in woken if all(w is not x for x in claiming)])
         for reply in replies:
             await reply.read()
-        _signal(late)
+        _signal(claiming)
 
 
 def _log_lapsed(waiter: Waiter) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -9,7 +10,9 @@ from typing import Any
 import redis.asyncio
 from redis.exceptions import RedisError
 
+from .. import _observe
 from .._core import handover, validate
+from .._core.bounds import budget
 from .._core.breakglass import ForceReleased
 from .._core.holder import name_of
 from .._core.lease import Holding, new_token
@@ -32,14 +35,16 @@ from .._core.lock import (
     leave_args,
     release_args,
 )
-from .._core.replicas import decode_ack, wait_command
+from .._core.replicas import unacknowledged, wait_command
 from .._core.waiters import Outcome
 from .._synchronization import AsyncBackground, AsyncShield
-from ..errors import LockUnavailable, ReplicasUnavailable
 from .breakglass import force_release_lock
 from .flavor import check_client
-from .handle import AsyncHandle
-from .lock_claim import AsyncGrantee, AsyncUnread
+from .handle import DEFAULT, AsyncHandle
+from .hub import AsyncHub
+from .lock_claim import AsyncGrantee
+from .runtime import AsyncRuntime
+from .waiting import AsyncTurn, past
 
 __all__ = ["AsyncLock", "AsyncRLock"]
 
@@ -291,55 +296,96 @@ class AsyncLock(AsyncHandle):
         if reply.status != handover.ADOPTED:
             self._mutex.release()
             raise handover.refusal(reply, self.name)
-        holding = self._new_holding(owner, token, reply.value, sent)
+        renewal = self._runtime().renewal
+        holding = self._holding_for(owner, token, reply.value, sent + self.ttl, renewal, RENEW)
         holding.acquired_at = time.monotonic()
         self._hold(holding, holder)
         self._adopted = holding
 
     # -- the conversation with Redis --------------------------------------------------------
+    async def acquire(self, blocking: bool = True, timeout: float | None = DEFAULT) -> bool:
+        done, owner, holder, deadline, started = await self._enter(blocking, timeout)
+        if done is not None:  # (the handle's checks and local mutex: re-entered, or not)
+            return done
+        try:
+            holding = await self._acquire(owner, deadline)
+            while holding is not None and holding.ran_out(time.monotonic()):
+                _observe.lost(holding, "arrival")  # (see AsyncHandle.acquire)
+                holding = None if past(deadline) else await self._acquire(owner, deadline)
+        except BaseException as exc:
+            self._failed(exc, locked=True)
+            raise
+        return self._entered(holding, holder, started)
+
+    async def _release_remote(self, holding: Holding) -> None:
+        keys, args = self._keys.in_order(), self._release_args(holding.token)
+        if not int(await self._run(RELEASE, keys, args, "release")):
+            holding.lost = True
+            raise self._lost("was lost before release: its lease ran out or it was taken")
+
+    acquire.__doc__ = AsyncHandle.acquire.__doc__
+
     async def _acquire(self, owner: Hashable, deadline: float | None) -> Holding | None:
+        """Take the lock in Redis by ``deadline``: one try while nobody in this process waits
+        on its hub (the uncontended path), else the waiting loop, driven from here."""
         runtime = self._runtime()
         hub = runtime.hub_for(self._keys.lock)
         token = new_token(name_of(owner))
+        outcome: Outcome | None = None
+        if not hub.subscribed or past(deadline):  # one round trip, nothing else
+            outcome = await self._try(runtime, hub, owner, token, False, deadline)
+            if outcome.result is not None:
+                holding: Holding = outcome.result
+                return holding
+        return await self._wait_for_turn(runtime, hub, owner, token, deadline, outcome)
 
-        async def attempt(join: bool) -> Outcome:
-            sent = time.monotonic()
-            reply = await self._attempt(token, join=join, deadline=deadline)
-            if reply.acquired:
-                return Outcome(result=self._new_holding(owner, token, reply.value, sent))
-            if reply.server_ms is not None:
-                hub.clock(reply.server_ms, time.monotonic())
-            refusal = (0, reply.status == HELD, reply.value)
-            return Outcome(refusals=(refusal,), answered=(0,), queued=(0,) if join else ())
+    async def _wait_for_turn(
+        self,
+        runtime: AsyncRuntime,
+        hub: AsyncHub,
+        owner: Hashable,
+        token: bytes,
+        deadline: float | None,
+        outcome: Outcome | None,
+    ) -> Holding | None:
+        """Try, queue and sleep until the turn comes (an :class:`AsyncTurn`: it says what
+        next after each try), then leave the queue unless it was granted."""
+        grantee = None  # (with wait_replicas, a granted waiter claims in its try, then WAIT)
+        if self._wait is None:  # how the hub completes this acquire should a release grant it
+            claim = (CLAIM, [self._keys.lock], claim_args(token=token, ttl_ms=self._ttl_ms))
+            template = self._holding_for(owner, token, 0, 0.0, runtime.renewal, RENEW)
+            grantee = AsyncGrantee(claim, template)
+        turn = AsyncTurn([hub], token, grantee, deadline=deadline, fallback=self.ttl)
+        try:
+            try:
+                join = await turn.next(outcome)
+                while join is not None:
+                    outcome = await self._try(runtime, hub, owner, token, join, deadline)
+                    join = await turn.next(outcome)
+            except RedisError as exc:  # subscribing failed (a try raises LockUnavailable)
+                raise self._unavailable("wait for", exc) from exc
+            holding: Holding | None = turn.result
+            return holding
+        finally:
+            if turn.close():
+                left = budget(deadline, runtime.backend.socket_timeout, time.monotonic())
+                if turn.gave_up:  # the answer is False only if Redis says we left
+                    await self._leave(token, left)
+                else:
+                    await AsyncShield.cleanup(functools.partial(self._leave, token), left)
 
-        async def leave(servers: list[int], timeout: float | None) -> None:
-            args = leave_args(
-                token=token, window_ms=self._window_ms, channels=self._channels(), mode=self._mode
-            )
-            await self._run(LEAVE, self._keys.in_order(), args, "leave the queue of", timeout)
-
-        # With wait_replicas, a granted waiter claims in its own attempt, followed by WAIT.
-        grantee = None if self._wait is not None else self._grantee(owner, token)
-        holding: Holding | None = await self._wait_turn(
-            hub, token, attempt, leave, deadline=deadline, fallback=self.ttl, grantee=grantee
-        )
-        return holding
-
-    def _new_holding(self, owner: Hashable, token: bytes, fence: int, sent: float) -> Holding:
-        runtime = self._runtime()
-        return self._holding_for(owner, token, fence, sent + self.ttl, runtime.renewal, RENEW)
-
-    def _grantee(self, owner: Hashable, token: bytes) -> AsyncGrantee:
-        """How the hub completes this acquire should a release grant it the lock."""
-        claim = (CLAIM, [self._keys.lock], claim_args(token=token, ttl_ms=self._ttl_ms))
-
-        def granted(fence: int, expires_at: float) -> Holding:
-            renewal = self._runtime().renewal
-            return self._holding_for(owner, token, fence, expires_at, renewal, RENEW)
-
-        return AsyncGrantee(claim, self._ttl_ms, granted, self._runtime, lambda: self.renew)
-
-    async def _attempt(self, token: bytes, *, join: bool, deadline: float | None) -> Any:
+    async def _try(
+        self,
+        runtime: AsyncRuntime,
+        hub: AsyncHub,
+        owner: Hashable,
+        token: bytes,
+        join: bool,
+        deadline: float | None,
+    ) -> Outcome:
+        """One try (``join``: if refused, queue up), with ``WAIT`` behind it if
+        ``wait_replicas``: the holding, or what the refusal said. Should its reply be lost, or
+        the caller cancelled, it is undone."""
         args = acquire_args(
             token=token,
             ttl_ms=self._ttl_ms,
@@ -347,83 +393,60 @@ class AsyncLock(AsyncHandle):
             window_ms=self._window_ms,
             channels=self._channels(),
         )
-        call = (self._keys.in_order(), args)
-        wait = self._wait
+        script, keys, wait = ACQUIRE[self._mode], self._keys.in_order(), self._wait
         acked: Any = None
-        if wait is None:
-            raw = await self._run_or_undo(
-                lambda: self._runtime().backend.run(ACQUIRE[self._mode], *call),
-                lambda timeout: self._undo(token, timeout),
-                "acquire",
-                deadline,
+        sent = time.monotonic()
+        try:
+            if wait is None:
+                raw = await runtime.backend.run(script, keys, args)
+            else:
+                raw, acked = await runtime.backend.run_acknowledged(
+                    script, keys, args, wait, self.wait_timeout
+                )
+        except BaseException as exc:
+            error = await self._undo_after(
+                exc, functools.partial(self._undo, token), "acquire", deadline
             )
-        else:
-            raw, acked = await self._run_or_undo(
-                lambda: self._runtime().backend.run_acknowledged(
-                    ACQUIRE[self._mode], *call, wait, self.wait_timeout
-                ),
-                lambda timeout: self._undo(token, timeout),
-                "acquire",
-                deadline,
-            )
+            if error is None:
+                raise
+            raise error from exc
         reply = decode_acquire(raw)
-        if wait is not None and reply.acquired:
-            await self._check_acknowledged(token, acked)
-        return reply
+        if reply.acquired:
+            if wait is not None:
+                await self._check_acknowledged(token, acked)
+            ends = sent + self.ttl
+            holding = self._holding_for(owner, token, reply.value, ends, runtime.renewal, RENEW)
+            return Outcome(result=holding)
+        if reply.server_ms is not None:
+            hub.clock(reply.server_ms, time.monotonic())
+        refusal = (0, reply.status == HELD, reply.value)
+        return Outcome(refusals=(refusal,), answered=(0,), queued=(0,) if join else ())
+
+    async def _leave(self, token: bytes, timeout: float | None) -> None:
+        """Leave the queue (passing on a turn we were given)."""
+        args = leave_args(
+            token=token, window_ms=self._window_ms, channels=self._channels(), mode=self._mode
+        )
+        await self._run(LEAVE, self._keys.in_order(), args, "leave the queue of", timeout)
 
     async def _check_acknowledged(self, token: bytes, acked: Any) -> None:
         """Release the lock just taken and raise, unless enough replicas acknowledged it."""
-        if isinstance(acked, RedisError):  # e.g. no WAITAOF on this server: no downgrade
-            command = "WAITAOF (Redis or valkey >= 7.2)" if self.wait_aof else "WAIT"
-            error: LockUnavailable = LockUnavailable(
-                f"lock {self.name!r} was taken but the server refused {command}: {acked}; "
-                "released it again",
-                name=self.name,
-            )
-            cause: BaseException | None = acked
-        else:
-            ack = decode_ack(acked, self.wait_aof)
-            if ack.enough(self.wait_replicas):
-                return
-            local = "" if ack.local is None else f"; fsynced by the master: {ack.local}"
-            error = ReplicasUnavailable(
-                f"lock {self.name!r} was taken but only {ack.replicas} of "
-                f"{self.wait_replicas} replica(s) acknowledged it within {self.wait_timeout} s"
-                f"{local}: released it again",
-                name=self.name,
-                acknowledged=ack.replicas,
-                wanted=self.wait_replicas,
-                fsynced_locally=ack.local,
-            )
-            cause = None
+        error = unacknowledged(
+            self.name, acked, self.wait_aof, self.wait_replicas, self.wait_timeout
+        )
+        if error is None:
+            return
         # The server answered: the release gets one reply's time (the socket timeout), as
         # any call does; the lock is not left to expire while nobody holds it.
         limit = self._runtime().backend.socket_timeout
-        await AsyncShield.cleanup(lambda timeout: self._undo(token, timeout), limit)
-        raise error from cause
+        await AsyncShield.cleanup(functools.partial(self._undo, token), limit)
+        raise error from (acked if isinstance(acked, Exception) else None)
 
     async def _undo(self, token: bytes, timeout: float | None) -> None:
         """Release an acquisition whose grant we may never have seen (quietly)."""
         await self._run(
             RELEASE, self._keys.in_order(), self._release_args(token), "release", timeout
         )
-
-    async def _release_remote(self, holding: Holding) -> None:
-        keys, args = self._keys.in_order(), self._release_args(holding.token)
-        unread, holding.settle = holding.settle, None
-        try:
-            pending = None
-            if isinstance(unread, AsyncUnread):  # granted: send it behind the claim
-                pending = await unread.behind(RELEASE, keys, args)
-            if pending is None:
-                released = await self._runtime().backend.run(RELEASE, keys, args)
-            else:
-                released = await self._runtime().backend.receive(pending, None)
-        except RedisError as exc:
-            raise self._unavailable("release", exc) from exc
-        if not int(released):
-            holding.lost = True
-            raise self._lost("was lost before release: its lease ran out or it was taken")
 
     async def _set_lease(self, holding: Holding, ttl_ms: int) -> None:
         sent = time.monotonic()

@@ -85,15 +85,30 @@ class AsyncPrimitive:
         """
         try:
             return await send()
-        except (ConnectionError, TimeoutError) as exc:
+        except BaseException as exc:
+            error = await self._undo_after(exc, undo, action, deadline)
+            if error is None:
+                raise
+            raise error from exc
+
+    async def _undo_after(
+        self,
+        exc: BaseException,
+        undo: Callable[[float | None], Any],
+        action: str,
+        deadline: float | None,
+    ) -> Unavailable | None:
+        """After a call that may have taken something for the caller failed with ``exc``:
+        ``undo(timeout)`` gives it back (see :meth:`_run_or_undo`); the error to raise
+        (``None``: ``exc`` itself, the caller cancelled or interrupted)."""
+        if isinstance(exc, (ConnectionError, TimeoutError)):
             left = budget(deadline, self._runtime().backend.socket_timeout, time.monotonic())
             await AsyncShield.cleanup(undo, left)
-            raise self._unavailable(action, exc) from exc
-        except RedisError as exc:
-            raise self._unavailable(action, exc) from exc
-        except BaseException:
-            AsyncShield.background(undo)
-            raise
+            return self._unavailable(action, exc)
+        if isinstance(exc, RedisError):
+            return self._unavailable(action, exc)
+        AsyncShield.background(undo)
+        return None
 
     async def _wait_turn(
         self,

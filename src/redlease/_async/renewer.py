@@ -16,7 +16,6 @@ lost leases are logged and measured through :mod:`redlease._observe`.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -31,12 +30,10 @@ from .._core.scripts import Script
 from .._synchronization import AsyncBackground, AsyncCallbacks, AsyncEvent
 from .server_renewal import AsyncServerRenewal
 
-__all__ = ["AsyncRenewer", "AsyncServerRenewal", "forget_frames", "settled"]
+__all__ = ["AsyncRenewer", "AsyncServerRenewal", "forget_frames"]
 
 RETRY = 0.5
 """Seconds before a renewal that failed (Redis error) is tried again."""
-MIN_TICK = 0.005
-"""The watchdog's shortest regular tick (see ``AsyncRenewer._tick``)."""
 
 
 class AsyncRenewer:
@@ -49,11 +46,6 @@ class AsyncRenewer:
         self._wake = AsyncEvent()
         self._worker: AsyncBackground | None = None
         self._sleep_until = 0.0
-        # Longest sleep: a third of the shortest grant lease seen (see add), so that adding
-        # the next grant need not wake the worker: it ticks at that pace meanwhile, until no
-        # grant has come for ``linger`` seconds.
-        self._tick = math.inf
-        self._granted_at = 0.0
         self._closed = False
         self._stopping: AsyncBackground | None = None  # the worker told to end by stop()
         # on_lost runs here, off the watchdog's path: a callback that blocks or fails costs
@@ -68,15 +60,8 @@ class AsyncRenewer:
                 holding.renewed = False
                 _observe.held_at_close(holding, holding.expires_at - now)
                 return
-            if holding.settle is None:
-                due = now + holding.ttl_ms / 3000
-                self._schedule.add(holding, now)
-            else:  # a grant whose claim's reply is unread: settle within a third of its lease
-                delay = max(holding.expires_at - now, 0.0) / 3
-                due = now + delay
-                self._schedule.add(holding, now, delay=delay)
-                self._tick = min(self._tick, max(delay, MIN_TICK))
-                self._granted_at = now
+            due = now + holding.ttl_ms / 3000
+            self._schedule.add(holding, now)
             if self._worker is None:
                 self._worker = AsyncBackground(self._run, name="redlease-renewer")
             elif due < self._sleep_until:
@@ -137,8 +122,6 @@ class AsyncRenewer:
                     return
                 now = time.monotonic()
                 for holding in self._schedule.expired(now):
-                    if holding.settle is not None:
-                        continue  # its claim's reply tells: it is due, settled first
                     if holding.active:
                         expired.append(holding)
                     callbacks.append(holding.mark_lost())
@@ -153,9 +136,6 @@ class AsyncRenewer:
                     if sleep <= 0:
                         self._worker = None
                         return
-                if now - self._granted_at > self._linger:
-                    self._tick = math.inf  # grants stopped coming
-                sleep = min(sleep, self._tick)
                 self._sleep_until = now + sleep
             for holding in expired:
                 _observe.lost(holding, "expired")
@@ -171,17 +151,6 @@ class AsyncRenewer:
                 self._wake.clear()
 
     async def _renew(self, due: list[Holding]) -> None:
-        unread = [h for h in due if h.settle is not None]
-        if unread:  # granted locks whose claim's reply nobody read: read it first
-            for holding in unread:  # (no later than its lease end: then it is lost anyway)
-                await settled(holding, holding.expires_at)
-            now = time.monotonic()
-            with self._guard:
-                claimed = {id(h): h for h in unread if h.expires_at - now > h.ttl_ms / 3000}
-                if not self._closed:
-                    for holding in claimed.values():
-                        self._schedule.add(holding, now)
-            due = [h for h in due if h.active and id(h) not in claimed]
         for target, script, batch in renewals.batches(due):
             for group in renewals.by_end(batch, time.monotonic()):
                 await self._renew_batch(target, script, group)
@@ -226,12 +195,3 @@ class AsyncRenewer:
         watchdog never waits for one, and their errors are logged there."""
         for callback in callbacks:
             self.notify(callback)
-
-
-async def settled(holding: Holding, by: float | None = None) -> None:
-    """Read the reply to a granted lock's claim first, if nobody has yet (``Holding.settle``):
-    until then its lease is the grant's short one, and a lost claim is a lost lock. ``by``:
-    wait for it no later than then (monotonic clock), else within the socket timeout."""
-    settle = holding.settle
-    if settle is not None:
-        await (settle() if by is None else settle(by))

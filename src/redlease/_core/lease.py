@@ -13,7 +13,6 @@ import os
 import secrets
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
 
 from .holder import identity
 from .scripts import Script
@@ -98,11 +97,6 @@ class Holding:
     acquired_at: float = 0.0
     holder: Hashable = None
     pid: int = field(default_factory=lambda: _pid)
-    # A granted lock whose claim's reply is not read yet (the shell's callable, awaitable in
-    # asyncio): ``expires_at`` is the grant's short lease until it is. Release, extend and the
-    # watchdog call it first (``_async/lock_claim.py``'s AsyncUnread; the watchdog with a
-    # deadline).
-    settle: Callable[..., Any] | None = field(default=None, repr=False)
     # A grant whose claim's reply was lost: if the claim landed, the lease runs until then on
     # the server (monotonic clock), so a renewal may wait that long for its reply.
     reach: float = 0.0

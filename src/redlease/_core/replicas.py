@@ -17,7 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Ack", "decode_ack", "wait_command"]
+from ..errors import LockUnavailable, ReplicasUnavailable
+
+__all__ = ["Ack", "decode_ack", "unacknowledged", "wait_command"]
 
 
 def wait_command(replicas: int, timeout_ms: int, aof: bool) -> tuple[Any, ...]:
@@ -53,3 +55,29 @@ def decode_ack(reply: Any, aof: bool) -> Ack:
         raise ValueError(
             f"unexpected reply from {'WAITAOF' if aof else 'WAIT'}: {reply!r}"
         ) from exc
+
+
+def unacknowledged(
+    name: Any, acked: Any, aof: bool, wanted: int, timeout: float
+) -> LockUnavailable | None:
+    """The error to raise after taking lock ``name`` when fewer than ``wanted`` replicas
+    acknowledged it within ``timeout`` s (``acked``: the wait's reply, or the server's refusal
+    of it as an exception, e.g. no WAITAOF: no downgrade to WAIT); ``None``: enough did."""
+    if isinstance(acked, Exception):
+        command = "WAITAOF (Redis or valkey >= 7.2)" if aof else "WAIT"
+        return LockUnavailable(
+            f"lock {name!r} was taken but the server refused {command}: {acked}; released it again",
+            name=name,
+        )
+    ack = decode_ack(acked, aof)
+    if ack.enough(wanted):
+        return None
+    local = "" if ack.local is None else f"; fsynced by the master: {ack.local}"
+    return ReplicasUnavailable(
+        f"lock {name!r} was taken but only {ack.replicas} of {wanted} replica(s) "
+        f"acknowledged it within {timeout} s{local}: released it again",
+        name=name,
+        acknowledged=ack.replicas,
+        wanted=wanted,
+        fsynced_locally=ack.local,
+    )

@@ -99,16 +99,14 @@ class Grantee(Protocol):
     """A waiter that a release may grant the lock to (``G``), as the hub that reads the grant
     sees it (a fair Lock's: ``_async/lock_claim.py``).
 
-    ``take(hub, waiter, defer)``: ``waiter.grant`` was read; the grantee builds what
-    ``acquire()`` returns, sends its claim (its own lease) and returns ``None`` (nothing left to
-    read) or a reply whose ``read()`` reads and applies the claim's reply. The hub wakes a fresh
-    grant's waiter before reading the replies, a late grant's after (its claim gives it the
-    result, or not). ``defer``: the reader should not wait for replies, so a fresh grant's
-    reply may be left unread on the result, for whoever next relies on the lease.
-    ``abandon(result)`` drops a result the acquire did not return after all.
+    ``take(hub, waiter)``: ``waiter.grant`` was read; the grantee builds what ``acquire()``
+    returns, sends its claim (its own lease) if it needs one, and returns ``None`` (the grant
+    is dealt with) or a reply whose ``read()`` reads and applies the claim's reply. The hub
+    wakes a claiming waiter only after reading its reply (its claim gives it the result, or
+    not). ``abandon(result)`` drops a result the acquire did not return after all.
     """
 
-    def take(self, hub: Any, waiter: Waiter, defer: bool) -> Any: ...  # pragma: no cover
+    def take(self, hub: Any, waiter: Waiter) -> Any: ...  # pragma: no cover
 
     def abandon(self, result: Any) -> None: ...  # pragma: no cover
 

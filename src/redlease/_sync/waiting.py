@@ -28,7 +28,7 @@ from .._core.waiters import Action, Grantee, Outcome, Waiter, hold_back, next_st
 from .._synchronization import Event, Shield
 from .hub import Hub
 
-__all__ = ["Attempt", "Leave", "wait_turn"]
+__all__ = ["Turn", "Attempt", "Leave", "past", "wait_turn"]
 
 Attempt = Callable[[bool], "Outcome"]
 """One try: ``attempt(join)``."""
@@ -56,69 +56,115 @@ def wait_turn(
     ``hubs``: each server's waiter hub, in the servers' order; ``token``: the acquisition's (the
     hubs wake waiters by it); ``socket_timeout``: the longest one reply may take (a wait that
     gives up leaves the queues within it, and a failure to leave raises: an outage is never
-    ``False``); ``fallback``: seconds to sleep when no lease end is known; ``confirm``: seconds a
-    subscription has to be confirmed (default: the hub's); ``backoff``: after a split vote, a
-    random pause of up to this many seconds; ``listen_error(i, exc)``: subscribing to server
-    ``i`` failed; it may raise (one server) or not (N servers: one fewer voice); default: raise.
-    ``grantee`` (one server): a release may grant the lock to this waiter directly, the hub
-    builds the result through it and the wait returns it with no further round trip;
-    ``gather`` (N servers): ``(tellers, patience)``, see ``_core.waiters.hold_back``.
+    ``False``); the other arguments are :class:`Turn`'s. The primitive's ``attempt`` and
+    ``leave`` are called from here; a primitive may instead drive an :class:`Turn` itself
+    (``lock.py``), so that the calls go from it down, never back.
     """
     outcome: Outcome | None = None
-    if not all(h.subscribed for h in hubs) or _past(deadline):
+    if not all(h.subscribed for h in hubs) or past(deadline):
         outcome = attempt(False)  # the uncontended path: one round trip, nothing else
         if outcome.result is not None:
             return outcome.result
-    turn = _Turn(hubs, token, grantee)
+    turn = Turn(
+        hubs,
+        token,
+        grantee,
+        deadline=deadline,
+        fallback=fallback,
+        confirm=confirm,
+        backoff=backoff,
+        listen_error=listen_error,
+        gather=gather,
+    )
     try:
-        if outcome is None:
-            # Every hub listens already: register, then queue on the first try. Registered,
-            # the waiter keeps its hub from going idle, so its turn cannot go unheard.
-            outcome = turn.first(attempt)
-        while outcome.result is None:
-            if turn.granted() is not None:
-                return turn.result
-            if _past(deadline):
-                turn.gave_up = True
-                return None
-            if not turn.waiters:
-                turn.join()
-            if turn.joined and turn.rest(outcome, deadline, fallback, backoff, gather):
-                return turn.result  # a grant, or None: the deadline passed
-            turn.listen(outcome.answered, deadline, confirm, listen_error)
-            turn.joined, turn.queued = True, tuple(range(len(hubs)))
-            outcome = attempt(True)
-            turn.queued = outcome.queued
-        return outcome.result
+        join = turn.next(outcome)
+        while join is not None:
+            join = turn.next(attempt(join))
+        return turn.result
     finally:
-        turn.close(leave, deadline, socket_timeout)
+        servers = turn.close()
+        if servers:
+            left = budget(deadline, socket_timeout, time.monotonic())
+            if turn.gave_up:  # the answer is False only if Redis says we left
+                leave(servers, left)
+            else:
+                Shield.cleanup(lambda t: leave(servers, t), left)
 
 
-class _Turn:
-    """One blocked acquire's state across its servers: what the loop and its exit share."""
+class Turn:
+    """One blocked acquire's state across its servers, and its steps: the waiting loop.
 
-    def __init__(self, hubs: Sequence[Hub], token: bytes, grantee: Grantee | None) -> None:
+    Its driver tries, and asks :meth:`next` what to do after each try, until ``None``: then
+    ``result`` is what the acquire returns (``None``: the deadline passed). :meth:`close`
+    unregisters, and names the servers whose queues the driver must leave.
+
+    ``deadline``: when to give up; ``fallback``: seconds to sleep when no lease end is known;
+    ``confirm``: seconds a subscription has to be confirmed (default: the hub's); ``backoff``:
+    after a split vote, a random pause of up to this many seconds; ``listen_error(i, exc)``:
+    subscribing to server ``i`` failed; it may raise (one server) or not (N servers: one fewer
+    voice); default: raise. ``grantee`` (one server): a release may grant the lock to this
+    waiter directly, the hub builds the result through it and the wait returns it with no
+    further try; ``gather`` (N servers): ``(tellers, patience)``, see
+    ``_core.waiters.hold_back``.
+    """
+
+    def __init__(
+        self,
+        hubs: Sequence[Hub],
+        token: bytes,
+        grantee: Grantee | None,
+        *,
+        deadline: float | None,
+        fallback: float,
+        confirm: float | None = None,
+        backoff: float = 0.0,
+        listen_error: Callable[[int, RedisError], None] | None = None,
+        gather: tuple[int, float] | None = None,
+    ) -> None:
         self.hubs, self.token, self.grantee = hubs, token, grantee
+        self.deadline, self.fallback, self.confirm = deadline, fallback, confirm
+        self.backoff, self.listen_error, self.gather = backoff, listen_error, gather
         self.event = Event()
         self.waiters: list[Waiter] = []
         self.joined = False  # the last attempt queued (every hub listened)
         self.queued: tuple[int, ...] = ()  # the servers whose queue we are in
         self.gave_up = False  # the deadline passed: leaving must succeed, errors propagate
-        self.result: Any = None  # what a grant made, once returned
+        self.result: Any = None  # what the acquire returns, once done
+
+    def next(self, outcome: Outcome | None) -> bool | None:
+        """After a try's ``outcome`` (``None``: no try yet), whether the next try queues
+        (``join``), or ``None``: done, ``result`` holds what the acquire returns.
+
+        The first call with ``None`` registers, and the first try queues when every hub
+        listens already: registered, the waiter keeps its hub from going idle, so its turn
+        cannot go unheard. A first call with the outcome of a try made unregistered (the
+        uncontended path) goes on from it."""
+        if outcome is None:
+            self.join()
+            self.joined = all(h.subscribed for h in self.hubs)
+            self.queued = tuple(range(len(self.hubs))) if self.joined else ()
+            return self.joined
+        self.queued = outcome.queued if self.joined else ()
+        if outcome.result is not None:
+            self.result = outcome.result
+            return None
+        if self.granted() is not None:
+            return None
+        if past(self.deadline):
+            self.gave_up = True
+            return None
+        if not self.waiters:
+            self.join()
+        if self.joined and self.rest(outcome):
+            return None  # a grant, or None: the deadline passed
+        self.listen(outcome.answered)
+        self.joined, self.queued = True, tuple(range(len(self.hubs)))
+        return True
 
     def join(self) -> None:
         """Register with every hub."""
         one = len(self.hubs) == 1
         self.waiters = [hub.join(self.token, self.event, self.grantee, one) for hub in self.hubs]
-
-    def first(self, attempt: Attempt) -> Outcome:
-        """Register, then try, queueing if every hub listens already."""
-        self.join()
-        self.joined = all(h.subscribed for h in self.hubs)
-        self.queued = tuple(range(len(self.hubs))) if self.joined else ()
-        outcome = attempt(self.joined)
-        self.queued = outcome.queued if self.joined else ()
-        return outcome
 
     def granted(self) -> Any:
         """What a grant made for us (``None``: no grant came); a grant left the queue."""
@@ -127,60 +173,44 @@ class _Turn:
             self.queued, self.result = (), result
         return result
 
-    def rest(
-        self,
-        outcome: Outcome,
-        deadline: float | None,
-        fallback: float,
-        backoff: float,
-        gather: tuple[int, float] | None,
-    ) -> bool:
+    def rest(self, outcome: Outcome) -> bool:
         """Queued: sleep until the turn may have come. True: the wait is over (``result``
         holds a grant, or ``None`` and ``gave_up``: the deadline passed)."""
         if outcome.split:  # let the other side of a split vote go first, at random
-            self.event.wait(random.uniform(0, backoff))
+            self.event.wait(random.uniform(0, self.backoff))
         for i, held, ms in outcome.refusals:
             self.hubs[i].refused(self.waiters[i], held, ms)
-        if not _sleep(self.hubs, self.waiters, self.event, deadline, fallback, gather):
+        hubs, waiters, event = self.hubs, self.waiters, self.event
+        if not _sleep(hubs, waiters, event, self.deadline, self.fallback, self.gather):
             if self.granted() is None:  # granted at the last moment: it is ours
                 self.gave_up = True
             return True
         return self.granted() is not None
 
-    def listen(
-        self,
-        answered: Sequence[int],
-        deadline: float | None,
-        confirm: float | None,
-        listen_error: Callable[[int, RedisError], None] | None,
-    ) -> None:
+    def listen(self, answered: Sequence[int]) -> None:
         """Subscribe where the servers answered and no subscription listens yet."""
         for i in answered:
             if not self.hubs[i].subscribed:
                 try:
-                    self.hubs[i].ensure(self.waiters[i], deadline, confirm)
+                    self.hubs[i].ensure(self.waiters[i], self.deadline, self.confirm)
                 except RedisError as exc:
-                    if listen_error is None:
+                    if self.listen_error is None:
                         raise
-                    listen_error(i, exc)
+                    self.listen_error(i, exc)
 
-    def close(self, leave: Leave, deadline: float | None, timeout: float | None) -> None:
-        """Unregister, and leave the queues (passing on a turn we were given)."""
+    def close(self) -> list[int]:
+        """Unregister (dropping a grant's result that was not returned); the servers whose
+        queues the driver must leave (passing on a turn we were given)."""
         for hub, waiter in zip(self.hubs, self.waiters, strict=False):
             hub.leave(waiter)
             made = waiter.result
             if self.grantee is not None and made is not None and made is not self.result:
                 self.grantee.abandon(made)  # the same acquisition, returned another way
-        if self.queued:
-            servers = list(self.queued)
-            left = budget(deadline, timeout, time.monotonic())
-            if self.gave_up:  # the answer is False only if Redis says we left
-                leave(servers, left)
-            else:
-                Shield.cleanup(lambda t: leave(servers, t), left)
+        return list(self.queued)
 
 
-def _past(deadline: float | None) -> bool:
+def past(deadline: float | None) -> bool:
+    """Whether ``deadline`` (monotonic clock; ``None``: none) has passed."""
     return deadline is not None and time.monotonic() >= deadline
 
 
